@@ -1,0 +1,289 @@
+"""Skew-aware capacity of the job at every scale-out, learned online from per-worker CPU and throughput.
+
+Skew model (our choice, documented): key skew fixes each worker's *share* of the records, so when the
+load rises every worker's throughput rises in proportion, and the job saturates when its first worker
+reaches the saturation CPU S. On each worker's CPU→throughput line, the load factor at which worker i
+saturates is k_i = line_i(S) / line_i(cpu_i); the job's capacity is min_i(k_i) × Σ throughput_i (taking
+both ends on the line keeps one noisy window from biasing the minimum). This is
+the paper's "proportional to the worker with the highest CPU", done in throughput space so that the idle
+CPU floor of a JVM (≈0.11 in the recorded ramp) does not distort it (neither the authors' additive
+1 − (cpu_max − cpu_i) nor CPU ratios account for it).
+
+Slopes: each worker's own least-squares slope, shrunk towards the pooled within-worker slope
+(Σ c_xy / Σ m2_x over all workers, including retired ones) with a prior weight, so a new pod or one whose
+CPU barely moved still gets a sane line, and knowledge survives pod churn after a rescale.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from capacity.regression import RegressionStats
+
+
+@dataclass(frozen=True)
+class CapacitySettings:
+    """Knobs of the capacity model (defaults documented in config/schema.py)."""
+
+    saturation_cpu: float = 0.95
+    idle_cpu: float = 0.11
+    min_points: int = 6
+    min_slope_t: float = 10.0
+    min_cpu_std: float = 0.05
+    slope_prior_m2: float = 0.05
+    warmup_s: float = 120.0
+    observed_smoothing: float = 0.3
+    estimate_min_cpu: float = 0.4
+    worker_retention_s: float = 3600.0
+
+
+@dataclass(frozen=True)
+class WorkerWindow:
+    """A worker's valid samples in this loop window, reduced to what the model needs."""
+
+    worker_id: str
+    stats: RegressionStats
+    cpu_mean: float
+    throughput_mean_rps: float
+
+
+@dataclass(frozen=True)
+class CapacityEstimate:
+    """Capacity per scale-out; `current_rps` is None when the current deployment gave no usable data."""
+
+    current_scaleout: int
+    current_rps: float | None
+    per_worker_rps: dict[str, float]
+    per_scaleout_rps: dict[int, float]
+    sources: dict[int, str]
+    method: str
+
+
+@dataclass
+class _WorkerKnowledge:
+    stats: RegressionStats = field(default_factory=RegressionStats)
+    last_seen_s: float = 0.0
+
+
+@dataclass
+class _ScaleoutKnowledge:
+    capacity_rps: float
+    updated_s: float
+    estimates: int = 1
+    reliable: bool = True
+
+
+def valid_windows(
+    workers: tuple, uptime_s: float | None, now_s: float, warmup_s: float
+) -> list[WorkerWindow]:
+    """Drop NaN samples and samples from the warm-up after the job (re)started; summarise the rest."""
+    started_s = now_s - uptime_s if uptime_s is not None and math.isfinite(uptime_s) else -math.inf
+    windows = []
+    for worker in workers:
+        keep = (
+            np.isfinite(worker.cpu)
+            & np.isfinite(worker.throughput_rps)
+            & (worker.timestamps_s >= started_s + warmup_s)
+            & (worker.cpu >= 0)
+            & (worker.throughput_rps >= 0)
+        )
+        if not keep.any():
+            continue
+        cpu, tput = worker.cpu[keep], worker.throughput_rps[keep]
+        windows.append(
+            WorkerWindow(
+                worker.worker_id,
+                RegressionStats.from_arrays(cpu, tput),
+                float(cpu.mean()),
+                float(tput.mean()),
+            )
+        )
+    return windows
+
+
+class CapacityModel:
+    """Per-worker regressions plus per-scale-out capacities seen so far (the capacity knowledge)."""
+
+    def __init__(self, settings: CapacitySettings | None = None) -> None:
+        self.settings = settings or CapacitySettings()
+        self.workers: dict[str, _WorkerKnowledge] = {}
+        self.retired_n = 0
+        self.retired_m2_x = 0.0
+        self.retired_m2_y = 0.0
+        self.retired_c_xy = 0.0
+        self.observed: dict[int, _ScaleoutKnowledge] = {}
+
+    # ---- learning -------------------------------------------------------------------------------
+    def learn(self, windows: list[WorkerWindow], now_s: float) -> None:
+        """Merge this window's samples into each worker's regression; retire workers long gone."""
+        for window in windows:
+            known = self.workers.setdefault(window.worker_id, _WorkerKnowledge())
+            known.stats = known.stats.merge(window.stats)
+            known.last_seen_s = now_s
+        for worker_id in [
+            w for w, k in self.workers.items() if now_s - k.last_seen_s > self.settings.worker_retention_s
+        ]:
+            gone = self.workers.pop(worker_id).stats
+            self.retired_n += gone.n
+            self.retired_m2_x += gone.m2_x
+            self.retired_m2_y += gone.m2_y
+            self.retired_c_xy += gone.c_xy
+
+    def pooled_slope(self) -> float:
+        """Within-worker slope over all workers ever seen (robust to per-worker offsets); NaN if weak."""
+        m2_x = self.retired_m2_x + sum(k.stats.m2_x for k in self.workers.values())
+        c_xy = self.retired_c_xy + sum(k.stats.c_xy for k in self.workers.values())
+        m2_y = self.retired_m2_y + sum(k.stats.m2_y for k in self.workers.values())
+        n = self.retired_n + sum(k.stats.n for k in self.workers.values())
+        pooled = RegressionStats(n=n, m2_x=m2_x, m2_y=m2_y, c_xy=c_xy)
+        return pooled.slope if pooled.slope_t >= self.settings.min_slope_t else math.nan
+
+    def worker_slope(self, stats: RegressionStats, pooled: float) -> float:
+        """The worker's own slope where the data determine it (shrunk towards the pooled one), else the
+        pooled slope, else the line through the idle point (idle_cpu, 0) and the worker's means."""
+        determined = (
+            stats.n >= self.settings.min_points
+            and stats.var_x >= self.settings.min_cpu_std**2
+            and stats.slope_t >= self.settings.min_slope_t
+        )
+        own = stats.slope if determined else math.nan
+        if math.isfinite(own) and math.isfinite(pooled):
+            prior = self.settings.slope_prior_m2
+            return (stats.c_xy + prior * pooled) / (stats.m2_x + prior)
+        if math.isfinite(own):
+            return own
+        if math.isfinite(pooled):
+            return pooled
+        span = stats.mean_x - self.settings.idle_cpu
+        return stats.mean_y / span if span >= 0.1 else math.nan
+
+    def worker_line_at(self, worker_id: str, cpu: float, pooled: float) -> float:
+        """Throughput of a worker at `cpu` on its line through its own means; NaN when unknown."""
+        stats = self.workers.get(worker_id, _WorkerKnowledge()).stats
+        if stats.n == 0:
+            return math.nan
+        slope = self.worker_slope(stats, pooled)
+        if not slope > 0:
+            return math.nan
+        return stats.mean_y + slope * (cpu - stats.mean_x)
+
+    def current_capacity(self, windows: list[WorkerWindow]) -> tuple[float | None, dict[str, float], str]:
+        """Skew-aware capacity of the deployment seen in this window (see module docstring)."""
+        if not windows:
+            return None, {}, "no-data"
+        saturation = max(self.settings.saturation_cpu, max(w.cpu_mean for w in windows))
+        pooled = self.pooled_slope()
+        factors = []
+        for window in windows:
+            if window.throughput_mean_rps <= 0:
+                continue
+            at_saturation = self.worker_line_at(window.worker_id, saturation, pooled)
+            at_current = self.worker_line_at(window.worker_id, window.cpu_mean, pooled)
+            if not (math.isfinite(at_saturation) and at_current > 0):
+                continue
+            factors.append(at_saturation / at_current)
+        if not factors:
+            return None, {}, "unknown-lines"
+        load_factor = min(factors)
+        per_worker = {w.worker_id: load_factor * w.throughput_mean_rps for w in windows}
+        method = "regression" if len(factors) == len(windows) else "regression-partial"
+        return float(sum(per_worker.values())), per_worker, method
+
+    def estimate(
+        self, windows: list[WorkerWindow], current_scaleout: int, max_scaleout: int, now_s: float
+    ) -> CapacityEstimate:
+        """Capacity for every scale-out 1..max; remembers the current one as 'observed'."""
+        current_rps, per_worker, method = self.current_capacity(windows)
+        if current_rps is not None and len(windows) < current_scaleout:
+            # Workers without data this window: assume they carry the average worker's share.
+            current_rps *= current_scaleout / len(windows)
+        if current_rps is not None:
+            current_rps, method = self._remember(
+                current_scaleout, current_rps, now_s, max(w.cpu_mean for w in windows), method
+            )
+        per_scaleout: dict[int, float] = {}
+        sources: dict[int, str] = {}
+        for scaleout in range(1, max_scaleout + 1):
+            seen = self.observed.get(scaleout)
+            if seen is not None:
+                per_scaleout[scaleout], sources[scaleout] = seen.capacity_rps, "observed"
+                continue
+            nearest = self._nearest_observed(scaleout)
+            if nearest is not None:
+                per_worker_rps = self.observed[nearest].capacity_rps / nearest
+                per_scaleout[scaleout], sources[scaleout] = per_worker_rps * scaleout, "extrapolated"
+        if current_rps is not None:
+            per_scaleout[current_scaleout] = current_rps
+        return CapacityEstimate(current_scaleout, current_rps, per_worker, per_scaleout, sources, method)
+
+    def _remember(
+        self, scaleout: int, capacity_rps: float, now_s: float, hottest_cpu: float, method: str
+    ) -> tuple[float, str]:
+        """Keep the estimate as knowledge; at low load, lines extrapolate far and knowledge wins.
+
+        Returns the capacity to use for the current scale-out and how it was obtained.
+        """
+        reliable = hottest_cpu >= self.settings.estimate_min_cpu
+        seen = self.observed.get(scaleout)
+        if seen is not None and seen.reliable and not reliable:
+            return seen.capacity_rps, "remembered-low-load"
+        if seen is None or (reliable and not seen.reliable):
+            self.observed[scaleout] = _ScaleoutKnowledge(capacity_rps, now_s, reliable=reliable)
+        else:
+            alpha = self.settings.observed_smoothing
+            seen.capacity_rps = (1 - alpha) * seen.capacity_rps + alpha * capacity_rps
+            seen.updated_s = now_s
+            seen.estimates += 1
+        return capacity_rps, method if reliable else f"{method}-low-load"
+
+    def _nearest_observed(self, scaleout: int) -> int | None:
+        if not self.observed:
+            return None
+        return min(self.observed, key=lambda seen: (abs(seen - scaleout), seen))
+
+    # ---- persistence ----------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return {
+            "workers": {
+                w: {"stats": k.stats.to_dict(), "last_seen_s": k.last_seen_s} for w, k in self.workers.items()
+            },
+            "retired": {
+                "n": self.retired_n,
+                "m2_x": self.retired_m2_x,
+                "m2_y": self.retired_m2_y,
+                "c_xy": self.retired_c_xy,
+            },
+            "observed": {
+                str(n): {
+                    "capacity_rps": k.capacity_rps,
+                    "updated_s": k.updated_s,
+                    "estimates": k.estimates,
+                    "reliable": k.reliable,
+                }
+                for n, k in self.observed.items()
+            },
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict, settings: CapacitySettings | None = None) -> CapacityModel:
+        model = cls(settings)
+        for worker_id, known in data.get("workers", {}).items():
+            model.workers[worker_id] = _WorkerKnowledge(
+                RegressionStats.from_dict(known["stats"]), float(known["last_seen_s"])
+            )
+        retired = data.get("retired", {})
+        model.retired_n = int(retired.get("n", 0))
+        model.retired_m2_x = float(retired.get("m2_x", 0.0))
+        model.retired_m2_y = float(retired.get("m2_y", 0.0))
+        model.retired_c_xy = float(retired.get("c_xy", 0.0))
+        for n, seen in data.get("observed", {}).items():
+            model.observed[int(n)] = _ScaleoutKnowledge(
+                float(seen["capacity_rps"]),
+                float(seen["updated_s"]),
+                int(seen["estimates"]),
+                bool(seen["reliable"]),
+            )
+        return model

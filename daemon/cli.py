@@ -1,0 +1,97 @@
+"""The `foresail` command line: run the daemon, simulate a trace, check a config file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from config.load import ConfigError, load_config, parse_config, render_example
+from config.schema import Config
+
+EXIT_OK, EXIT_FAILURE, EXIT_CONFIG = 0, 1, 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except ConfigError as error:
+        print(error, file=sys.stderr)
+        return EXIT_CONFIG
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="foresail", description="Proactive autoscaler for Flink jobs.")
+    commands = parser.add_subparsers(dest="command")
+    parser.set_defaults(handler=_run)
+
+    run = commands.add_parser("run", help="run the daemon (default: on the built-in digital twin)")
+    run.add_argument("--config", type=Path, help="YAML config file (default: built-in defaults)")
+    run.add_argument("--speedup", type=float, help="twin: virtual seconds per wall second (0 = flat out)")
+    run.add_argument("--iterations", type=int, help="stop after this many iterations")
+    run.add_argument("--knowledge", help="knowledge store path (overrides knowledge.path)")
+    run.set_defaults(handler=_run)
+
+    simulate = commands.add_parser("simulate", help="run a whole trace on the twin and print a summary")
+    simulate.add_argument("--workload", required=True, help="'second|count' trace file or 'builtin:sine'")
+    simulate.add_argument("--policy", default=None, help="plan policy (default: scaling.policy)")
+    simulate.add_argument("--seed", type=int, default=None, help="twin seed (default: twin.seed)")
+    simulate.add_argument("--config", type=Path, help="YAML config file")
+    simulate.add_argument("--json", action="store_true", help="print one JSON object")
+    simulate.add_argument("--audit-log", type=Path, help="write the per-iteration audit log here")
+    simulate.set_defaults(handler=_simulate)
+
+    check = commands.add_parser("check-config", help="validate a config file (exit 2 when invalid)")
+    check.add_argument("file", type=Path)
+    check.set_defaults(handler=_check_config)
+
+    example = commands.add_parser("config-example", help="print the annotated default config")
+    example.set_defaults(handler=lambda _args: print(render_example(), end="") or EXIT_OK)
+    return parser
+
+
+def _with_overrides(config: Config, section: str, **values: object) -> Config:
+    values = {k: v for k, v in values.items() if v is not None}
+    if not values:
+        return config
+    data = config.model_dump()
+    data[section] = {**data[section], **values}
+    return parse_config(data, "command line")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from daemon.runtime import run_daemon
+
+    config = load_config(getattr(args, "config", None))
+    config = _with_overrides(config, "twin", speedup=getattr(args, "speedup", None))
+    config = _with_overrides(config, "knowledge", path=getattr(args, "knowledge", None))
+    return run_daemon(config, max_iterations=getattr(args, "iterations", None))
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from simulator.runner import simulate
+
+    config = load_config(args.config)
+    config = _with_overrides(config, "twin", workload=args.workload, seed=args.seed)
+    config = _with_overrides(config, "scaling", policy=args.policy)
+    config = _with_overrides(config, "knowledge", path=":memory:")
+    summary = simulate(config, audit_path=args.audit_log)
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        width = max(len(k) for k in summary)
+        for key, value in summary.items():
+            print(f"{key:<{width}}  {value}")
+    return EXIT_OK
+
+
+def _check_config(args: argparse.Namespace) -> int:
+    config = load_config(args.file)
+    print(f"{args.file}: OK (target {config.target.kind}, policy {config.scaling.policy})")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

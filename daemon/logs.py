@@ -1,0 +1,31 @@
+"""Logging set-up: structlog events as JSON lines (the audit trail) or readable console lines."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import TextIO
+
+import structlog
+
+LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+
+
+def configure_logging(level: str = "info", fmt: str = "json", stream: TextIO | None = None) -> None:
+    """Route every structlog event to `stream` (stdout by default) with a UTC timestamp."""
+    renderer = (
+        structlog.processors.JSONRenderer(sort_keys=False)
+        if fmt == "json"
+        else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.dict_tracebacks,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(LEVELS[level]),
+        logger_factory=structlog.PrintLoggerFactory(file=stream or sys.stdout),
+        cache_logger_on_first_use=False,
+    )

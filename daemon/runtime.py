@@ -1,0 +1,64 @@
+"""`foresail run`: the daemon's life: load knowledge, drive the loop, stop cleanly on SIGTERM."""
+
+from __future__ import annotations
+
+import threading
+
+import structlog
+
+from config.load import ConfigError
+from config.schema import Config
+from daemon.build import capacity_settings, make_loop, make_twin
+from daemon.logs import configure_logging
+from daemon.schedule import ScaledClock, run_scheduled, run_virtual, stop_on_signals
+from mape.knowledge import KnowledgeStore
+
+
+def run_daemon(config: Config, max_iterations: int | None = None, stop: threading.Event | None = None) -> int:
+    """Run until the trace ends, `max_iterations` ran, or SIGTERM/SIGINT; returns the exit code."""
+    configure_logging(config.logging.level, config.logging.format)
+    log = structlog.get_logger("foresail")
+    if config.target.kind != "twin":
+        raise ConfigError(
+            "target.kind",
+            ["target.kind: 'prometheus+kubernetes' is not available in this version; use 'twin'"],
+        )
+    store = KnowledgeStore(config.knowledge.path, config.knowledge.decision_history)
+    knowledge = store.load(capacity_settings(config))
+    start_s = knowledge.last_time_s or 0.0
+    world = make_twin(config, initial_scaleout=knowledge.last_target_scaleout)
+    world.twin.advance_to(start_s)  # the simulated job kept running while the daemon was away
+    loop = make_loop(
+        config, world.source, world.target, knowledge, store, structlog.get_logger("foresail.audit")
+    )
+    log.info(
+        "daemon-started",
+        target=config.target.kind,
+        policy=config.scaling.policy,
+        knowledge=config.knowledge.path,
+        resumed_iteration=knowledge.iteration,
+        start_s=start_s,
+        trace_end_s=world.end_s,
+    )
+
+    def step(now_s: float) -> bool:
+        if now_s > world.end_s:
+            return False
+        world.twin.advance_to(now_s)
+        loop.iterate(now_s)
+        return True
+
+    stop = stop or threading.Event()
+    stop_on_signals(stop)
+    interval_s, speedup = config.loop.interval_s, config.twin.speedup
+    try:
+        if speedup > 0:
+            clock = ScaledClock(start_s, speedup)
+            iterations = run_scheduled(step, clock.now, interval_s / speedup, stop, max_iterations)
+        else:
+            iterations = run_virtual(step, start_s, interval_s, stop, max_iterations)
+    finally:
+        store.save(knowledge, None)
+        store.close()
+    log.info("daemon-stopped", iterations=iterations, knowledge_iteration=knowledge.iteration)
+    return 0

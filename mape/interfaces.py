@@ -1,0 +1,28 @@
+"""The two seams between the loop and the world: where metrics come from, where scaling goes.
+
+The loop never knows whether it talks to Prometheus/Kubernetes or to the digital twin.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from mape.types import Observation
+
+
+class MetricsSource(Protocol):
+    """Monitor side: a snapshot of the last `window_s` seconds ending at `now_s`."""
+
+    def observe(self, now_s: float, window_s: float) -> Observation: ...
+
+
+class ScalingTarget(Protocol):
+    """Execute side: request a scale-out; the job restarts and reports the new parallelism later."""
+
+    def scale_to(self, scaleout: int, now_s: float) -> None: ...
+
+
+class Clock(Protocol):
+    """Seconds since the epoch (UTC), or virtual seconds in the twin."""
+
+    def now(self) -> float: ...

@@ -1,0 +1,137 @@
+"""One MAPE-K iteration: Monitor → Analyze → Plan → Execute, then persist Knowledge and audit.
+
+A phase that fails is logged and the iteration holds: nothing raises out of `iterate`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import structlog
+
+from mape.analyze import Analyzer
+from mape.interfaces import MetricsSource, ScalingTarget
+from mape.knowledge import Knowledge, KnowledgeStore
+from mape.plan import GuardedPlan
+from mape.types import Assessment, Decision, Observation
+
+
+@dataclass
+class IterationResult:
+    """What one iteration saw and did (also returned for the simulator's scoring)."""
+
+    time_s: float
+    observation: Observation | None = None
+    assessment: Assessment | None = None
+    decision: Decision | None = None
+    executed: bool = False
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+class MapeLoop:
+    def __init__(
+        self,
+        source: MetricsSource,
+        target: ScalingTarget,
+        analyzer: Analyzer,
+        plan: GuardedPlan,
+        knowledge: Knowledge,
+        store: KnowledgeStore,
+        window_s: float,
+        log: structlog.typing.FilteringBoundLogger | None = None,
+    ) -> None:
+        self.source = source
+        self.target = target
+        self.analyzer = analyzer
+        self.plan = plan
+        self.knowledge = knowledge
+        self.store = store
+        self.window_s = window_s
+        self.log = log or structlog.get_logger("foresail.audit")
+
+    def iterate(self, now_s: float) -> IterationResult:
+        started = time.perf_counter()
+        result = IterationResult(now_s)
+        knowledge = self.knowledge
+        try:
+            result.observation = self.source.observe(now_s, self.window_s)
+        except Exception as error:  # a backend failure must not kill the loop
+            result.errors["monitor"] = _describe(error)
+        if result.observation is not None:
+            try:
+                result.assessment = self.analyzer.assess(result.observation, knowledge)
+            except Exception as error:
+                result.errors["analyze"] = _describe(error)
+        if result.assessment is not None:
+            try:
+                result.decision = self.plan.decide(result.assessment, knowledge)
+            except Exception as error:
+                result.errors["plan"] = _describe(error)
+        if result.decision is None:
+            current = knowledge.last_target_scaleout or 0
+            result.decision = Decision(
+                now_s, current, current, "hold-phase-error", tuple(result.errors.values())
+            )
+        self._execute(result)
+        knowledge.iteration += 1
+        knowledge.last_time_s = now_s
+        knowledge.recent_decisions.append(result.decision)
+        try:
+            self.store.save(knowledge, result.decision)
+        except Exception as error:  # keep running; the next iteration saves again
+            result.errors["persist"] = _describe(error)
+        self._audit(result, knowledge.iteration, (time.perf_counter() - started) * 1000)
+        return result
+
+    def _execute(self, result: IterationResult) -> None:
+        decision, knowledge = result.decision, self.knowledge
+        if decision.action != "hold":
+            try:
+                self.target.scale_to(decision.target_scaleout, result.time_s)
+            except Exception as error:
+                result.errors["execute"] = _describe(error)
+            else:
+                result.executed = True
+                knowledge.last_rescale_s = result.time_s
+                knowledge.last_target_scaleout = decision.target_scaleout
+                return
+        if result.observation is not None and result.observation.parallelism:
+            knowledge.last_target_scaleout = result.observation.parallelism
+
+    def _audit(self, result: IterationResult, iteration: int, duration_ms: float) -> None:
+        """One JSON event per iteration: inputs, capacities, the decision and its reasons."""
+        assessment, decision = result.assessment, result.decision
+        inputs = None
+        if assessment is not None:
+            inputs = {
+                "workload_avg_rps": _round(assessment.workload_avg_rps),
+                "workload_max_rps": _round(assessment.workload_max_rps),
+                "backlog_records": _round(assessment.backlog_records),
+                "parallelism": assessment.current_scaleout,
+                "warming_up": assessment.warming_up,
+                "problems": list(assessment.problems),
+            }
+        self.log.info(
+            "iteration",
+            iteration=iteration,
+            time_s=result.time_s,
+            inputs=inputs,
+            capacity_rps={n: _round(c) for n, c in sorted(assessment.capacities_rps.items())}
+            if assessment
+            else None,
+            capacity_method=assessment.capacity_method if assessment else None,
+            decision=decision.to_dict() if decision else None,
+            executed=result.executed,
+            errors=result.errors or None,
+            duration_ms=round(duration_ms, 2),
+        )
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+def _round(value: float) -> float | None:
+    return round(value, 1) if math.isfinite(value) else None

@@ -1,0 +1,126 @@
+"""The messages that flow one way through the loop: Observation → Assessment → Decision.
+
+Times are UTC seconds as floats (virtual seconds in the twin); names carry their units.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+
+def frozen_array(values: object) -> np.ndarray:
+    """A read-only float array, so a message cannot be changed by the phase that receives it."""
+    array = np.array(values, dtype=float)
+    array.setflags(write=False)
+    return array
+
+
+@dataclass(frozen=True)
+class WorkerSeries:
+    """One worker's samples over the loop window, as the metrics backend reports them.
+
+    `cpu` is the worker's CPU load (0..1) and `throughput_rps` the records/s its source consumes,
+    both averaged over the backend's smoothing window and sampled at the scrape step. NaN marks a
+    gap (the worker was restarting or the sample was missing).
+    """
+
+    worker_id: str
+    timestamps_s: np.ndarray
+    cpu: np.ndarray
+    throughput_rps: np.ndarray
+
+    def __post_init__(self) -> None:
+        for name in ("timestamps_s", "cpu", "throughput_rps"):
+            object.__setattr__(self, name, frozen_array(getattr(self, name)))
+        if not (len(self.timestamps_s) == len(self.cpu) == len(self.throughput_rps)):
+            raise ValueError(f"worker {self.worker_id}: series of different lengths")
+
+
+@dataclass(frozen=True)
+class Observation:
+    """Immutable snapshot of one loop window, from a `MetricsSource`.
+
+    Anything the backend could not provide is None (or NaN inside series) and named in `problems`;
+    the loop holds rather than decide on such data.
+    """
+
+    time_s: float
+    window_s: float
+    input_timestamps_s: np.ndarray
+    input_rate_rps: np.ndarray
+    workers: tuple[WorkerSeries, ...]
+    backlog_records: float | None
+    parallelism: int | None
+    uptime_s: float | None
+    restarts: int | None = None
+    problems: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "input_timestamps_s", frozen_array(self.input_timestamps_s))
+        object.__setattr__(self, "input_rate_rps", frozen_array(self.input_rate_rps))
+        if len(self.input_timestamps_s) != len(self.input_rate_rps):
+            raise ValueError("input rate: timestamps and values of different lengths")
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """What the analysis concluded from one Observation plus the knowledge.
+
+    Non-empty `problems` mean the data cannot support a scaling decision: the plan must hold.
+    """
+
+    time_s: float
+    current_scaleout: int
+    workload_avg_rps: float
+    workload_max_rps: float
+    backlog_records: float
+    capacities_rps: dict[int, float]
+    capacity_sources: dict[int, Literal["observed", "extrapolated"]]
+    capacity_method: str = ""
+    warming_up: bool = False
+    problems: tuple[str, ...] = ()
+
+    def capacity(self, scaleout: int) -> float:
+        return self.capacities_rps.get(scaleout, float("nan"))
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Target scale-out (or hold) with the rule that decided it and the reasons, for the audit log."""
+
+    time_s: float
+    current_scaleout: int
+    target_scaleout: int
+    rule: str
+    reasons: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def action(self) -> Literal["hold", "scale_out", "scale_in"]:
+        if self.target_scaleout > self.current_scaleout:
+            return "scale_out"
+        if self.target_scaleout < self.current_scaleout:
+            return "scale_in"
+        return "hold"
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "time_s": self.time_s,
+            "current_scaleout": self.current_scaleout,
+            "target_scaleout": self.target_scaleout,
+            "action": self.action,
+            "rule": self.rule,
+            "reasons": list(self.reasons),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Decision:
+        return cls(
+            time_s=float(data["time_s"]),
+            current_scaleout=int(data["current_scaleout"]),
+            target_scaleout=int(data["target_scaleout"]),
+            rule=str(data["rule"]),
+            reasons=tuple(data.get("reasons", ())),
+        )

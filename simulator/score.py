@@ -1,0 +1,48 @@
+"""Score a finished twin run from its ground truth: cost (worker-seconds) against quality (latency, SLO)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simulator.twin import Twin
+
+
+def score(twin: Twin, slo_s: float = 30.0) -> dict[str, float | int]:
+    """Plain-number summary of a run so far, JSON-serialisable (latencies are NaN if nothing was processed)."""
+    duration_s = int(twin.now_s)
+    latency = twin.latency.summary()
+    return {
+        "duration_s": duration_s,
+        "avg_workers": twin.worker_seconds / duration_s if duration_s else float("nan"),
+        "worker_seconds": int(twin.worker_seconds),
+        "floor_avg_workers": floor_avg_workers(twin),
+        "mean_latency_s": latency["mean_latency_s"],
+        "p95_latency_s": latency["p95_latency_s"],
+        "max_latency_s": latency["max_latency_s"],
+        "slo_s": float(slo_s),
+        "seconds_over_slo": twin.seconds_over_slo(slo_s),
+        "rescales": twin.rescales,
+        "restarts": twin.restarts,
+        "downtime_s": twin.downtime_s,
+        "backlog_end_records": int(twin.backlog_records),
+        "records_in": int(twin.records_in),
+        "records_processed": int(twin.records_processed),
+        "records_replayed": int(twin.records_processed_total - twin.records_processed),
+        "worker_capacity_rps": float(twin.worker_capacity_rps),
+        "reference_capacity_rps": float(twin.reference_capacity_rps(twin.params.reference_scaleout)),
+    }
+
+
+def floor_avg_workers(twin: Twin) -> float:
+    """Mean over the run of the fewest workers whose fresh deployment carries each second's input.
+
+    The unreachable lower bound (no restart cost, perfect foresight) to report a policy's gap against.
+    """
+    arrivals = twin.history.view("arrivals")
+    if len(arrivals) == 0:
+        return float("nan")
+    max_n = twin.params.max_parallelism
+    capacities = np.array([twin.reference_capacity_rps(n) for n in range(1, max_n + 1)])
+    envelope = np.maximum.accumulate(capacities)  # capacity is not monotone in n under skew
+    needed = np.minimum(np.searchsorted(envelope, arrivals, side="left") + 1, max_n)
+    return float(needed.mean())

@@ -1,0 +1,40 @@
+"""Key skew as Flink produces it: keys hash into key groups, contiguous key-group ranges go to subtasks.
+
+Equal-weight keys still give unequal subtask loads, because a finite number of keys lands unevenly in the
+key groups and because `max_parallelism` is rarely a multiple of the parallelism. The hottest subtask then
+caps the whole job through backpressure.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def key_group_weights(num_keys: int, max_parallelism: int, rng: np.random.Generator) -> np.ndarray:
+    """Fraction of the input in each key group when `num_keys` equal-weight keys are hashed uniformly."""
+    if num_keys < 1 or max_parallelism < 1:
+        raise ValueError("num_keys and max_parallelism must be >= 1")
+    groups = rng.integers(0, max_parallelism, size=num_keys)
+    return np.bincount(groups, minlength=max_parallelism) / num_keys
+
+
+def operator_index_for_key_group(key_group: np.ndarray | int, parallelism: int, max_parallelism: int):
+    """Flink's KeyGroupRangeAssignment.computeOperatorIndexForKeyGroup: keyGroup * parallelism / maxParallelism."""
+    if not 1 <= parallelism <= max_parallelism:
+        raise ValueError(f"parallelism must be in 1..{max_parallelism}, got {parallelism}")
+    return np.asarray(key_group) * parallelism // max_parallelism
+
+
+def subtask_shares(weights: np.ndarray, parallelism: int) -> np.ndarray:
+    """Share of the input each subtask (index = position in the worker list) receives."""
+    max_parallelism = len(weights)
+    owners = operator_index_for_key_group(np.arange(max_parallelism), parallelism, max_parallelism)
+    return np.bincount(owners, weights=weights, minlength=parallelism)
+
+
+def job_capacity_rps(shares: np.ndarray, capacities_rps: np.ndarray) -> float:
+    """Input rate at which the first worker saturates: min_i(cap_i / share_i) over workers with a share."""
+    loaded = shares > 0
+    if not loaded.any():
+        return float("inf")
+    return float(np.min(capacities_rps[loaded] / shares[loaded]))

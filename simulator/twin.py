@@ -1,0 +1,411 @@
+"""A 1-second discrete-time digital twin of a Flink job in reactive mode reading from Kafka.
+
+Ground truth lives here (true capacity, every record's latency); the loop may only see it through
+`simulator.metrics`. The per-second step touches a handful of scalars and one small numpy vector per
+quantity, so a 6-hour trace simulates in well under a second or two.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from simulator.history import TwinHistory
+from simulator.latency import LatencyTracker
+from simulator.params import TwinParams
+from simulator.skew import job_capacity_rps, key_group_weights, subtask_shares
+
+_SPEED_BLOCK = 64  # speeds are drawn in fixed blocks so worker k's speed never depends on call order
+
+
+class WorkerInfo(NamedTuple):
+    worker_id: str
+    position: int
+    created_s: int
+
+
+class BoundaryState(NamedTuple):
+    """State of the job at an instant, after the actions taken at that instant."""
+
+    lag_records: int
+    parallelism: int
+    restarts: int
+    run_start_s: int | None  # None while the job is down
+
+
+class Twin:
+    """Simulated Flink job: workers with key-skewed shares, a Kafka log, checkpoints, restarts, latency."""
+
+    def __init__(
+        self,
+        trace_rps: np.ndarray,
+        params: TwinParams | None = None,
+        *,
+        parallelism: int = 12,
+        seed: int = 0,
+    ) -> None:
+        self.params = params if params is not None else TwinParams()
+        trace = np.asarray(trace_rps, dtype=float)
+        if trace.ndim != 1 or len(trace) == 0 or not np.all(np.isfinite(trace)) or np.any(trace < 0):
+            raise ValueError("trace_rps must be a non-empty 1-D array of finite rates >= 0")
+        self._trace_rps = trace.copy()
+        self._trace_rps.setflags(write=False)
+        arrivals = np.rint(trace).astype(np.int64)
+        self._arrivals = arrivals.tolist()  # Python ints: fast scalar access in the step
+        self._cumulative = np.concatenate(([0], np.cumsum(arrivals)))
+
+        keys_seq, speed_seq, cpu_seq, downtime_seq, failure_seq = np.random.SeedSequence(seed).spawn(5)
+        p = self.params
+        self._kg_weights = key_group_weights(p.num_keys, p.max_parallelism, np.random.default_rng(keys_seq))
+        self._speed_rng = np.random.default_rng(speed_seq)
+        self._speed_pool: list[float] = []
+        self._cpu_rng = np.random.default_rng(cpu_seq)
+        self._downtime_rng = np.random.default_rng(downtime_seq)
+        self._failure_rng = np.random.default_rng(failure_seq)
+
+        if p.worker_capacity_rps is not None:
+            self.worker_capacity_rps = float(p.worker_capacity_rps)
+        else:
+            peak_rps = float(trace.max())
+            if peak_rps <= 0:
+                raise ValueError("cannot size workers from a trace whose peak is 0; set worker_capacity_rps")
+            self.worker_capacity_rps = 1.0
+            unit_rps = self.reference_capacity_rps(p.reference_scaleout)
+            self.worker_capacity_rps = (1.0 + p.headroom) * peak_rps / unit_rps
+
+        self._phi = math.exp(-1.0 / p.cpu_noise_tau_s) if p.cpu_noise_tau_s > 0 else 0.0
+        self._innovation_sd = p.cpu_noise_sd * math.sqrt(1.0 - self._phi**2)
+        self._failure_p = p.failure_rate_per_hour / 3600.0
+
+        self._t = 0
+        self._log_end = 0  # Kafka log end offset
+        self._position = 0  # consumer position
+        self._high_water = 0  # records processed at least once
+        self._checkpoint = 0  # consumer position in the last completed checkpoint
+        self._processed_total = 0
+        self._carry = 0.0  # fractional capacity carried to the next second
+        self._running = True
+        self._run_start = 0
+        self._resume_at: int | None = None
+        self._restarts = 0
+        self._rescales = 0
+        self._worker_seconds = 0
+        self._down_seconds = 0
+
+        self._ids: list[str] = []
+        self._created: list[int] = []
+        self._speeds: list[float] = []
+        self._next_number = 1
+        self._position_history: list[list[tuple[int, str]]] = []
+        self._noise = np.zeros(0)
+
+        self.history = TwinHistory(len(trace) + 1, max(parallelism, p.reference_scaleout))
+        self.latency = LatencyTracker(self._cumulative, p.base_latency_s)
+        self._resize(self._validate_parallelism(parallelism), 0)
+
+    # ----------------------------------------------------------------------------- public state
+    @property
+    def now_s(self) -> float:
+        return float(self._t)
+
+    @property
+    def duration_s(self) -> int:
+        """Length of the trace; past it no records arrive."""
+        return len(self._arrivals)
+
+    @property
+    def trace_rps(self) -> np.ndarray:
+        return self._trace_rps
+
+    @property
+    def parallelism(self) -> int:
+        return len(self._ids)
+
+    @property
+    def worker_ids(self) -> tuple[str, ...]:
+        return tuple(self._ids)
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    @property
+    def uptime_s(self) -> float:
+        return float(self._t - self._run_start) if self._running else 0.0
+
+    @property
+    def restarts(self) -> int:
+        return self._restarts
+
+    @property
+    def rescales(self) -> int:
+        return self._rescales
+
+    @property
+    def records_in(self) -> int:
+        return self._log_end
+
+    @property
+    def records_processed(self) -> int:
+        """Unique records processed (replays after a rollback not counted twice)."""
+        return self._high_water
+
+    @property
+    def records_processed_total(self) -> int:
+        """Records processed including replays."""
+        return self._processed_total
+
+    @property
+    def backlog_records(self) -> int:
+        """Consumer lag: log end offset minus consumer position (rolled-back records included)."""
+        return self._log_end - self._position
+
+    @property
+    def unprocessed_records(self) -> int:
+        """Records never processed yet; records_in == records_processed + unprocessed_records always."""
+        return self._log_end - self._high_water
+
+    @property
+    def worker_seconds(self) -> int:
+        return self._worker_seconds
+
+    @property
+    def downtime_s(self) -> int:
+        """Seconds simulated so far in which the job was not running."""
+        return self._down_seconds
+
+    # ----------------------------------------------------------------------------- ground truth
+    def true_capacity_rps(self) -> float:
+        """Input rate the current deployment sustains (during a downtime: the one being started)."""
+        return self._capacity_rps
+
+    def true_capacity_rps_for(self, n: int) -> float:
+        """Capacity if the job were rescaled to n now: keep the oldest n workers or add new ones."""
+        n = self._validate_parallelism(n)
+        speeds = self._speeds[:n]
+        number = self._next_number
+        while len(speeds) < n:
+            speeds.append(self._speed_of(number))
+            number += 1
+        return self._capacity_of(speeds)
+
+    def reference_capacity_rps(self, n: int) -> float:
+        """Capacity of a fresh n-worker deployment (workers tm-0001..n): the yardstick for sizing and floors."""
+        n = self._validate_parallelism(n)
+        return self._capacity_of([self._speed_of(k) for k in range(1, n + 1)])
+
+    def seconds_over_slo(self, slo_s: float = 30.0) -> int:
+        """Seconds whose worst record latency (or oldest waiting record's age) exceeded the SLO."""
+        return int(np.count_nonzero(self.history.view("worst_latency_s") > slo_s))
+
+    # ----------------------------------------------------------------------------- what a backend sees
+    def state_at(self, t_s: int) -> BoundaryState:
+        """Job state at instant t_s <= now (lag, parallelism, restarts, start of the current run)."""
+        if t_s == self._t:
+            start = self._run_start if self._running else None
+            return BoundaryState(self.backlog_records, self.parallelism, self._restarts, start)
+        self._check_past(t_s)
+        h = self.history
+        start = int(h.series("run_start_at")[t_s])
+        return BoundaryState(
+            int(h.series("lag_at")[t_s]),
+            int(h.series("parallelism_at")[t_s]),
+            int(h.series("restarts_at")[t_s]),
+            None if start < 0 else start,
+        )
+
+    def workers_at(self, t_s: int) -> list[WorkerInfo]:
+        """Workers deployed at instant t_s <= now, in subtask order."""
+        if t_s == self._t:
+            return [
+                WorkerInfo(w, i, c) for i, (w, c) in enumerate(zip(self._ids, self._created, strict=True))
+            ]
+        self._check_past(t_s)
+        workers = []
+        for position in range(int(self.history.series("parallelism_at")[t_s])):
+            created, worker_id = next(e for e in reversed(self._position_history[position]) if e[0] <= t_s)
+            workers.append(WorkerInfo(worker_id, position, created))
+        return workers
+
+    # ----------------------------------------------------------------------------- actions
+    def advance_to(self, t_s: float) -> None:
+        """Simulate every whole second up to instant t_s (fractions are floored: 1-s resolution)."""
+        target = self._instant(t_s)
+        if target < self._t:
+            raise ValueError(f"cannot go back in time: now {self._t} s, asked for {t_s} s")
+        while self._t < target:
+            self._step()
+
+    def scale_to(self, n: int, now_s: float) -> None:
+        """Rescale at now_s (advancing to it if needed): stop, roll back to the last checkpoint, restart.
+
+        Same n is a no-op; a new n during a downtime restarts the downtime.
+        """
+        n = self._validate_parallelism(n)
+        t = self._act_at(now_s)
+        if n == self.parallelism:
+            return
+        p = self.params
+        if n > self.parallelism:
+            downtime_s = self._draw_downtime(p.scale_out_downtime_mean_s, p.scale_out_downtime_sd_s)
+        else:
+            downtime_s = self._draw_downtime(p.scale_in_downtime_mean_s, p.scale_in_downtime_sd_s)
+        self._resize(n, t)
+        self._rescales += 1
+        self._stop(t, downtime_s)
+
+    def inject_failure(self, now_s: float) -> bool:
+        """Fail the running job at now_s (restart at the same n); False if it was already down."""
+        t = self._act_at(now_s)
+        if not self._running:
+            return False
+        self._fail(t)
+        return True
+
+    # ----------------------------------------------------------------------------- internals
+    def _step(self) -> None:
+        t = self._t
+        n = len(self._ids)
+        h = self.history
+        h.ensure(t, n)
+        h.series("lag_at")[t] = self._log_end - self._position
+        h.series("parallelism_at")[t] = n
+        h.series("restarts_at")[t] = self._restarts
+        h.series("run_start_at")[t] = self._run_start if self._running else -1
+
+        arrivals = self._arrivals[t] if t < len(self._arrivals) else 0
+        self._log_end += arrivals
+        h.series("arrivals")[t] = arrivals
+        worst_s = 0.0
+        if self._running:
+            available = self._log_end - self._position
+            budget = self._capacity_rps + self._carry
+            if budget >= available:
+                processed = available
+                self._carry = 0.0
+            else:
+                processed = int(budget)
+                self._carry = budget - processed
+            if processed > 0:
+                worst_s = self.latency.record_processed(t, self._position, self._position + processed)
+                self._position += processed
+                self._high_water = max(self._high_water, self._position)
+                self._processed_total += processed
+            elif available > 0:
+                worst_s = self.latency.waiting_age(t, self._position)
+            self._record_workers(t, n, processed)
+            h.series("processed")[t] = processed
+            h.series("running")[t] = True
+            if (t + 1 - self._run_start) % self.params.checkpoint_interval_s == 0:
+                self._checkpoint = self._position
+        else:
+            self._down_seconds += 1
+            if self._log_end > self._position:
+                worst_s = self.latency.waiting_age(t, self._position)
+        h.series("worst_latency_s")[t] = worst_s
+        self._worker_seconds += n
+        self._t = t + 1
+        h.length = self._t
+
+        if not self._running:
+            if self._resume_at is not None and self._resume_at <= self._t:
+                self._start_run(self._t)
+        elif self._failure_p > 0 and self._failure_rng.random() < self._failure_p:
+            self._fail(self._t)
+
+    def _record_workers(self, t: int, n: int, processed: int) -> None:
+        noise = self._noise
+        noise *= self._phi
+        noise += self._innovation_sd * self._cpu_rng.standard_normal(n)
+        cpu = self._cpu_per_record * processed
+        cpu += noise
+        cpu += self.params.idle_cpu
+        np.clip(cpu, 0.0, 1.0, out=cpu)
+        self.history.cpu[t, :n] = cpu
+        self.history.throughput[t, :n] = self._shares * processed
+
+    def _stop(self, t: int, downtime_s: int) -> None:
+        self._running = False
+        self._position = self._checkpoint
+        self._carry = 0.0
+        self._restarts += 1
+        self._resume_at = t + downtime_s
+        if downtime_s <= 0:
+            self._start_run(t)
+
+    def _start_run(self, t: int) -> None:
+        self._running = True
+        self._run_start = t
+        self._resume_at = None
+        self._checkpoint = self._position  # the restored state is the first checkpoint of the new run
+
+    def _fail(self, t: int) -> None:
+        p = self.params
+        self._stop(t, self._draw_downtime(p.failure_downtime_mean_s, p.failure_downtime_sd_s))
+
+    def _draw_downtime(self, mean_s: float, sd_s: float) -> int:
+        drawn = self._downtime_rng.normal(mean_s, sd_s) if sd_s > 0 else mean_s
+        return round(max(self.params.min_downtime_s, drawn))
+
+    def _resize(self, n: int, t: int) -> None:
+        while len(self._ids) > n:  # scale-in removes the newest workers
+            self._ids.pop()
+            self._created.pop()
+            self._speeds.pop()
+        while len(self._ids) < n:
+            number = self._next_number
+            self._next_number += 1
+            worker_id = f"tm-{number:04d}"
+            position = len(self._ids)
+            self._ids.append(worker_id)
+            self._created.append(t)
+            self._speeds.append(self._speed_of(number))
+            if position == len(self._position_history):
+                self._position_history.append([])
+            self._position_history[position].append((t, worker_id))
+        self.history.ensure(t, n)
+        kept = self._noise[:n]
+        fresh = self._cpu_rng.standard_normal(n - len(kept)) * self.params.cpu_noise_sd
+        self._noise = np.concatenate((kept, fresh))
+        p = self.params
+        self._shares = subtask_shares(self._kg_weights, n)
+        capacities = self.worker_capacity_rps * np.asarray(self._speeds)
+        self._capacity_rps = job_capacity_rps(self._shares, capacities)
+        self._cpu_per_record = (p.saturation_cpu - p.idle_cpu) * self._shares / capacities
+
+    def _capacity_of(self, speeds: list[float]) -> float:
+        shares = subtask_shares(self._kg_weights, len(speeds))
+        return job_capacity_rps(shares, self.worker_capacity_rps * np.asarray(speeds))
+
+    def _speed_of(self, number: int) -> float:
+        """Speed factor of worker tm-<number>: lognormal with mean 1, fixed for the worker's life."""
+        while len(self._speed_pool) < number:
+            cov = self.params.speed_cov
+            sigma = math.sqrt(math.log1p(cov**2))
+            block = self._speed_rng.lognormal(-(sigma**2) / 2, sigma, size=_SPEED_BLOCK)
+            self._speed_pool.extend(block.tolist())
+        return self._speed_pool[number - 1]
+
+    def _validate_parallelism(self, n: int) -> int:
+        if isinstance(n, bool) or int(n) != n or not 1 <= n <= self.params.max_parallelism:
+            raise ValueError(f"parallelism must be an integer in 1..{self.params.max_parallelism}, got {n!r}")
+        return int(n)
+
+    @staticmethod
+    def _instant(t_s: float) -> int:
+        if not math.isfinite(t_s):
+            raise ValueError(f"time must be finite, got {t_s!r}")
+        return math.floor(t_s + 1e-9)
+
+    def _act_at(self, now_s: float) -> int:
+        t = self._instant(now_s)
+        if t < self._t:
+            raise ValueError(f"cannot act in the past: now {self._t} s, asked for {now_s} s")
+        self.advance_to(t)
+        return t
+
+    def _check_past(self, t_s: int) -> None:
+        if not 0 <= t_s <= self._t:
+            raise ValueError(f"instant {t_s} s is outside the simulated range 0..{self._t} s")

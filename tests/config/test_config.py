@@ -1,0 +1,96 @@
+"""The config file: defaults, validation errors that name every wrong field, the CLI's exit code."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from config.load import ConfigError, load_config, parse_config, render_example
+from config.schema import Config, example_path
+from daemon.cli import main
+
+
+def test_defaults_match_the_design():
+    config = Config()
+    assert config.target.kind == "twin"
+    assert config.loop.interval_s == 60
+    assert config.loop.effective_window_s == 60
+    assert config.recovery.target_s == 600
+    assert config.scaling.stabilization_s == 180
+    assert config.forecast.horizon_s == 900
+    assert (config.scaling.min_scaleout, config.scaling.max_scaleout) == (1, 18)
+
+
+def test_committed_example_is_rendered_from_the_schema_and_loads_to_the_defaults():
+    assert example_path().read_text(encoding="utf-8") == render_example()
+    assert load_config(example_path()) == Config()
+
+
+def test_every_wrong_field_is_named_with_its_allowed_values(tmp_path: Path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        yaml.safe_dump(
+            {
+                "target": {"kind": "k8s"},
+                "loop": {"interval_s": -5},
+                "scaling": {"policy": "magic", "max_scaleout": 0, "stabilisation_s": 10},
+            }
+        )
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(bad)
+    problems = caught.value.problems
+    assert len(problems) == 5
+    text = "\n".join(problems)
+    assert "target.kind" in text and "'twin' | 'prometheus+kubernetes'" in text
+    assert "loop.interval_s" in text and "> 0" in text
+    assert "scaling.max_scaleout" in text and "≥ 1" in text
+    assert "scaling.policy" in text and "'reactive'" in text
+    assert "scaling.stabilisation_s: unknown field" in text and "stabilization_s" in text
+    # max_scaleout=0 fails its own bound; a valid but inverted pair is reported by the cross-field rule
+    with pytest.raises(ConfigError, match=r"max_scaleout .* must be ≥ min_scaleout"):
+        parse_config({"scaling": {"min_scaleout": 5, "max_scaleout": 3}})
+
+
+def test_twin_start_must_lie_within_the_scaling_bounds():
+    with pytest.raises(ConfigError, match="initial_scaleout"):
+        parse_config({"twin": {"initial_scaleout": 20}})
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [("scaling: [1, 2", "not valid YAML"), ("- a\n- b\n", "top level must be a mapping")],
+)
+def test_unparseable_files_are_config_errors(tmp_path: Path, content: str, expected: str):
+    path = tmp_path / "c.yaml"
+    path.write_text(content)
+    with pytest.raises(ConfigError, match=expected):
+        load_config(path)
+
+
+def test_check_config_exit_codes(tmp_path: Path, capsys):
+    good = tmp_path / "good.yaml"
+    good.write_text("scaling:\n  max_scaleout: 10\n")
+    assert main(["check-config", str(good)]) == 0
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("recovery:\n  target_s: zero\n")
+    assert main(["check-config", str(bad)]) == 2
+    assert "recovery.target_s" in capsys.readouterr().err
+    assert main(["check-config", str(tmp_path / "missing.yaml")]) == 2
+
+
+def test_console_script_reports_exit_code_2(tmp_path: Path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("loop:\n  interval_s: 0\n")
+    completed = subprocess.run(
+        [sys.executable, "-m", "daemon.cli", "check-config", str(bad)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert completed.returncode == 2
+    assert "loop.interval_s" in completed.stderr

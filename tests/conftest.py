@@ -1,0 +1,38 @@
+"""Shared test helpers: where the recorded Flink data lives."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data" / "daedalus"
+
+
+@pytest.fixture(scope="session")
+def recorded_metrics() -> Path:
+    path = SHARED_DATA / "metrics"
+    assert path.is_dir(), f"recorded Flink metrics expected beside the repo at {path}"
+    return path
+
+
+@pytest.fixture(scope="session")
+def recorded_workloads() -> Path:
+    path = SHARED_DATA / "workloads"
+    assert path.is_dir(), f"recorded workloads expected beside the repo at {path}"
+    return path
+
+
+def read_columns(path: Path) -> dict[str, np.ndarray]:
+    """A Grafana-style CSV export: first column time, then one column per series (by name)."""
+    with path.open(encoding="utf-8-sig") as handle:
+        rows = [row for row in csv.reader(handle) if row]
+    header, body = rows[0], rows[1:]
+    return {
+        name: np.array([float(row[i]) if row[i] else np.nan for row in body])
+        for i, name in enumerate(header)
+        if i > 0
+    }

@@ -1,0 +1,71 @@
+"""The knowledge store: everything learned comes back after a restart."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from capacity.model import valid_windows
+from mape.knowledge import Knowledge, KnowledgeStore
+from mape.types import Decision, WorkerSeries
+
+
+def _learned_knowledge() -> Knowledge:
+    knowledge = Knowledge()
+    stamps = np.arange(12) * 5.0
+    workers = tuple(
+        WorkerSeries(f"tm-{i}", stamps, np.linspace(0.3, 0.6, 12) + 0.01 * i, np.linspace(20e3, 45e3, 12))
+        for i in range(3)
+    )
+    windows = valid_windows(workers, None, 60.0, 0.0)
+    knowledge.capacity.learn(windows, 60.0)
+    knowledge.capacity.estimate(windows, 3, 6, 60.0)
+    knowledge.iteration, knowledge.last_time_s, knowledge.last_rescale_s = 7, 420.0, 300.0
+    knowledge.last_target_scaleout = 3
+    return knowledge
+
+
+def test_round_trip_restores_capacity_and_loop_state(tmp_path: Path):
+    path = tmp_path / "k.sqlite"
+    store = KnowledgeStore(path)
+    knowledge = _learned_knowledge()
+    decision = Decision(420.0, 3, 4, "smallest-sufficient", ("because",))
+    store.save(knowledge, decision)
+    store.close()
+
+    restored = KnowledgeStore(path).load()
+    assert restored.loop_state() == knowledge.loop_state()
+    assert restored.capacity.to_dict() == knowledge.capacity.to_dict()
+    assert list(restored.recent_decisions) == [decision]
+    assert restored.capacity.workers["tm-1"].stats == knowledge.capacity.workers["tm-1"].stats
+
+
+def test_decision_history_is_bounded(tmp_path: Path):
+    store = KnowledgeStore(tmp_path / "k.sqlite", decision_history=5)
+    knowledge = Knowledge()
+    for i in range(12):
+        knowledge.iteration = i
+        store.save(knowledge, Decision(float(i), 1, 1, "hold"))
+    assert [d.time_s for d in store.decisions()] == [7.0, 8.0, 9.0, 10.0, 11.0]
+
+
+def test_a_failed_transaction_leaves_the_previous_state(tmp_path: Path):
+    store = KnowledgeStore(tmp_path / "k.sqlite")
+    knowledge = _learned_knowledge()
+    store.save(knowledge, None)
+    knowledge.iteration = 99
+    broken = Decision(1.0, 1, 1, "hold")
+    object.__setattr__(broken, "reasons", (object(),))  # not JSON-serialisable
+    with pytest.raises(TypeError):
+        store.save(knowledge, broken)  # state rows were written first: they must be rolled back
+    assert store.load().iteration == 7
+
+
+def test_store_file_is_a_valid_sqlite_database(tmp_path: Path):
+    path = tmp_path / "k.sqlite"
+    KnowledgeStore(path).save(_learned_knowledge(), None)
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
