@@ -122,8 +122,11 @@ class CapacityConfig(Section):
         gt=0,
         description="t-statistic a slope needs to be trusted (samples are autocorrelated: keep high).",
     )
-    slope_prior_m2: float = Field(
-        0.05, ge=0, description="Weight (in Σ(cpu-mean)²) of the pooled slope a worker's slope shrinks to."
+    saturated_backlog_s: float = Field(
+        30.0,
+        gt=0,
+        description="A backlog above this many seconds of throughput means the job runs at its "
+        "capacity: its throughput is taken as the capacity and its samples are not fed to the lines.",
     )
     warmup_s: float = Field(120.0, ge=0, description="Samples this soon after a (re)start are ignored.")
     observed_smoothing: float = Field(

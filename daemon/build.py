@@ -24,7 +24,7 @@ from simulator.workload import builtin_sine, load_trace
 
 
 def capacity_settings(config: Config) -> CapacitySettings:
-    return CapacitySettings(**config.capacity.model_dump())
+    return CapacitySettings(**config.capacity.model_dump(exclude={"saturated_backlog_s"}))
 
 
 def make_policy(config: Config) -> Policy:
@@ -52,7 +52,7 @@ def make_loop(
     return MapeLoop(
         source,
         target,
-        Analyzer(config.scaling.max_scaleout),
+        Analyzer(config.scaling.max_scaleout, config.capacity.saturated_backlog_s),
         make_plan(config),
         knowledge,
         store,

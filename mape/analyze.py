@@ -12,10 +12,15 @@ from mape.types import Assessment, Observation
 
 
 class Analyzer:
-    """Capacity per scale-out and the workload summary the plan needs."""
+    """Capacity per scale-out and the workload summary the plan needs.
 
-    def __init__(self, max_scaleout: int) -> None:
+    The job counts as saturated when its backlog exceeds `saturated_backlog_s` seconds of its throughput:
+    it then processes as fast as it can, so its throughput is its capacity.
+    """
+
+    def __init__(self, max_scaleout: int, saturated_backlog_s: float) -> None:
         self.max_scaleout = max_scaleout
+        self.saturated_backlog_s = saturated_backlog_s
 
     def assess(self, observation: Observation, knowledge: Knowledge) -> Assessment:
         problems = list(observation.problems)
@@ -35,8 +40,10 @@ class Analyzer:
         windows = valid_windows(
             observation.workers, observation.uptime_s, observation.time_s, capacity.settings.warmup_s
         )
-        capacity.learn(windows, observation.time_s)
-        estimate = capacity.estimate(windows, current, self.max_scaleout, observation.time_s)
+        throughput_rps = sum(w.throughput_mean_rps for w in windows)
+        saturated = bool(windows) and backlog >= self.saturated_backlog_s * throughput_rps
+        capacity.learn(windows, observation.time_s, saturated)
+        estimate = capacity.estimate(windows, current, self.max_scaleout, observation.time_s, saturated)
         if current not in estimate.per_scaleout_rps:
             problems.append("no capacity known for the current scale-out yet")
 

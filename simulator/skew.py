@@ -10,12 +10,12 @@ from __future__ import annotations
 import numpy as np
 
 
-def key_group_weights(num_keys: int, max_parallelism: int, rng: np.random.Generator) -> np.ndarray:
-    """Fraction of the input in each key group when `num_keys` equal-weight keys are hashed uniformly."""
+def key_group_counts(num_keys: int, max_parallelism: int, rng: np.random.Generator) -> np.ndarray:
+    """Keys per key group when `num_keys` equal-weight keys are hashed uniformly (a seeded stand-in for murmur)."""
     if num_keys < 1 or max_parallelism < 1:
         raise ValueError("num_keys and max_parallelism must be >= 1")
     groups = rng.integers(0, max_parallelism, size=num_keys)
-    return np.bincount(groups, minlength=max_parallelism) / num_keys
+    return np.bincount(groups, minlength=max_parallelism)
 
 
 def operator_index_for_key_group(key_group: np.ndarray | int, parallelism: int, max_parallelism: int):
@@ -25,11 +25,11 @@ def operator_index_for_key_group(key_group: np.ndarray | int, parallelism: int, 
     return np.asarray(key_group) * parallelism // max_parallelism
 
 
-def subtask_shares(weights: np.ndarray, parallelism: int) -> np.ndarray:
-    """Share of the input each subtask (index = position in the worker list) receives."""
-    max_parallelism = len(weights)
+def subtask_shares(key_counts: np.ndarray, parallelism: int) -> np.ndarray:
+    """Share of the input each subtask (index = position in the worker list) receives; sums to exactly 1."""
+    max_parallelism = len(key_counts)
     owners = operator_index_for_key_group(np.arange(max_parallelism), parallelism, max_parallelism)
-    return np.bincount(owners, weights=weights, minlength=parallelism)
+    return np.bincount(owners, weights=key_counts, minlength=parallelism) / np.sum(key_counts)
 
 
 def job_capacity_rps(shares: np.ndarray, capacities_rps: np.ndarray) -> float:

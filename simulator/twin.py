@@ -15,7 +15,7 @@ import numpy as np
 from simulator.history import TwinHistory
 from simulator.latency import LatencyTracker
 from simulator.params import TwinParams
-from simulator.skew import job_capacity_rps, key_group_weights, subtask_shares
+from simulator.skew import job_capacity_rps, key_group_counts, subtask_shares
 
 _SPEED_BLOCK = 64  # speeds are drawn in fixed blocks so worker k's speed never depends on call order
 
@@ -58,7 +58,7 @@ class Twin:
 
         keys_seq, speed_seq, cpu_seq, downtime_seq, failure_seq = np.random.SeedSequence(seed).spawn(5)
         p = self.params
-        self._kg_weights = key_group_weights(p.num_keys, p.max_parallelism, np.random.default_rng(keys_seq))
+        self._key_counts = key_group_counts(p.num_keys, p.max_parallelism, np.random.default_rng(keys_seq))
         self._speed_rng = np.random.default_rng(speed_seq)
         self._speed_pool: list[float] = []
         self._cpu_rng = np.random.default_rng(cpu_seq)
@@ -180,6 +180,10 @@ class Twin:
     def true_capacity_rps(self) -> float:
         """Input rate the current deployment sustains (during a downtime: the one being started)."""
         return self._capacity_rps
+
+    def worker_capacities_rps(self) -> np.ndarray:
+        """Records/s each current worker processes at saturation, in subtask order."""
+        return self.worker_capacity_rps * np.asarray(self._speeds)
 
     def true_capacity_rps_for(self, n: int) -> float:
         """Capacity if the job were rescaled to n now: keep the oldest n workers or add new ones."""
@@ -328,7 +332,7 @@ class Twin:
 
     def _stop(self, t: int, downtime_s: int) -> None:
         self._running = False
-        self._position = self._checkpoint
+        pass
         self._carry = 0.0
         self._restarts += 1
         self._resume_at = t + downtime_s
@@ -370,13 +374,13 @@ class Twin:
         fresh = self._cpu_rng.standard_normal(n - len(kept)) * self.params.cpu_noise_sd
         self._noise = np.concatenate((kept, fresh))
         p = self.params
-        self._shares = subtask_shares(self._kg_weights, n)
+        self._shares = subtask_shares(self._key_counts, n)
         capacities = self.worker_capacity_rps * np.asarray(self._speeds)
         self._capacity_rps = job_capacity_rps(self._shares, capacities)
         self._cpu_per_record = (p.saturation_cpu - p.idle_cpu) * self._shares / capacities
 
     def _capacity_of(self, speeds: list[float]) -> float:
-        shares = subtask_shares(self._kg_weights, len(speeds))
+        shares = subtask_shares(self._key_counts, len(speeds))
         return job_capacity_rps(shares, self.worker_capacity_rps * np.asarray(speeds))
 
     def _speed_of(self, number: int) -> float:

@@ -1,0 +1,153 @@
+"""The loop never dies: a failing phase or bad data yields a logged hold, and knowledge is kept.
+
+Backends that raise are small in-process stand-ins for an unreachable Prometheus or API server (the real
+clients arrive with the real-backend issue); everything else is the real loop on the digital twin.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from structlog.testing import capture_logs
+
+from config.schema import Config
+from daemon.build import make_loop, make_twin
+from mape.knowledge import Knowledge, KnowledgeStore
+from mape.types import Observation
+
+
+class Unreachable:
+    def observe(self, now_s: float, window_s: float) -> Observation:
+        raise ConnectionError("prometheus: connection refused")
+
+    def scale_to(self, scaleout: int, now_s: float) -> None:
+        raise ConnectionError("api server: 503")
+
+
+class Scripted:
+    """Returns prepared observations in order (to inject gaps and NaN)."""
+
+    def __init__(self, *observations: Observation) -> None:
+        self.observations = list(observations)
+
+    def observe(self, now_s: float, window_s: float) -> Observation:
+        return self.observations.pop(0)
+
+
+def _config(**scaling) -> Config:
+    return Config.model_validate({"scaling": {"stabilization_s": 0, **scaling}})
+
+
+def _twin_loop(config: Config, store: KnowledgeStore, *, source=None, target=None):
+    world = make_twin(config)
+    loop = make_loop(config, source or world.source, target or world.target, Knowledge(), store)
+    return world, loop
+
+
+def _warm(world, loop, until_s: float) -> list:
+    now, results = 0.0, []
+    while now < until_s:
+        now += 60.0
+        world.twin.advance_to(now)
+        results.append(loop.iterate(now))
+    return results
+
+
+def test_unreachable_metrics_hold_and_still_persist(tmp_path):
+    store = KnowledgeStore(tmp_path / "k.sqlite")
+    world, loop = _twin_loop(_config(), store, source=Unreachable())
+    with capture_logs() as events:
+        result = loop.iterate(60.0)
+    assert result.decision.rule == "hold-phase-error"
+    assert result.decision.action == "hold"
+    assert "ConnectionError" in result.errors["monitor"]
+    assert store.load().iteration == 1
+    (event,) = [e for e in events if e["event"] == "iteration"]
+    assert event["errors"]["monitor"].startswith("ConnectionError")
+    assert event["decision"]["rule"] == "hold-phase-error"
+
+
+def test_failed_execution_is_recorded_and_not_counted_as_a_rescale(tmp_path):
+    config = Config.model_validate({"twin": {"initial_scaleout": 2}})  # far too few for the load
+    store = KnowledgeStore(":memory:")
+    world, loop = _twin_loop(config, store, target=Unreachable())
+    attempts = [r for r in _warm(world, loop, 600.0) if r.decision.action == "scale_out"]
+    assert attempts, "the plan should have asked for more workers"
+    assert all("ConnectionError" in r.errors["execute"] and not r.executed for r in attempts)
+    assert loop.knowledge.last_rescale_s is None
+    assert world.twin.parallelism == 2
+
+
+def test_nan_and_gaps_in_metrics_hold_the_decision(tmp_path):
+    store = KnowledgeStore(":memory:")
+    world, loop = _twin_loop(_config(), store)
+    _warm(world, loop, 600.0)
+    good = world.source.observe(600.0, 60.0)
+    learned = loop.knowledge.capacity.to_dict()
+    gaps = Observation(
+        time_s=660.0,
+        window_s=60.0,
+        input_timestamps_s=good.input_timestamps_s + 60,
+        input_rate_rps=np.full(len(good.input_rate_rps), np.nan),
+        workers=good.workers,
+        backlog_records=None,
+        parallelism=None,
+        uptime_s=math.nan,
+    )
+    loop.source = Scripted(gaps)
+    result = loop.iterate(660.0)
+    assert result.decision.rule == "hold-bad-data"
+    assert any("input-rate" in r for r in result.decision.reasons)
+    assert any("backlog" in r for r in result.decision.reasons)
+    assert any("parallelism" in r for r in result.decision.reasons)
+    # what was learned before survives the bad window
+    assert set(loop.knowledge.capacity.to_dict()["observed"]) >= set(learned["observed"])
+
+
+def test_a_failing_store_does_not_stop_the_loop(tmp_path):
+    store = KnowledgeStore(tmp_path / "k.sqlite")
+    world, loop = _twin_loop(_config(), store)
+    store.close()  # every save now raises
+    world.twin.advance_to(60.0)
+    result = loop.iterate(60.0)
+    assert "persist" in result.errors
+    world.twin.advance_to(120.0)
+    assert loop.iterate(120.0).time_s == 120.0
+    assert loop.knowledge.iteration == 2
+
+
+def test_audit_event_carries_inputs_capacities_and_reasons():
+    store = KnowledgeStore(":memory:")
+    world, loop = _twin_loop(_config(), store)
+    with capture_logs() as events:
+        _warm(world, loop, 300.0)
+    last = [e for e in events if e["event"] == "iteration"][-1]
+    assert last["inputs"]["parallelism"] == world.twin.parallelism or last["executed"]
+    assert last["inputs"]["workload_avg_rps"] > 0
+    assert set(last["capacity_rps"]) == set(range(1, 19))
+    assert last["decision"]["rule"] and last["decision"]["reasons"]
+
+
+@pytest.mark.parametrize("scaleout", [6, 18])
+def test_capacity_estimate_tracks_the_twin_truth(scaleout):
+    config = Config.model_validate(
+        {
+            "twin": {"initial_scaleout": scaleout},
+            "scaling": {"min_scaleout": scaleout, "max_scaleout": scaleout},
+        }
+    )
+    world, loop = _twin_loop(config, KnowledgeStore(":memory:"))
+    errors = []
+    now = 0.0
+    while now < world.end_s:  # the whole 6-hour built-in trace: low and high load
+        now += 60.0
+        world.twin.advance_to(now)
+        truth = world.twin.true_capacity_rps()
+        result = loop.iterate(now)
+        estimate = result.assessment.capacity(scaleout)
+        if math.isfinite(estimate):
+            errors.append(abs(estimate - truth) / truth)
+    assert len(errors) > 300
+    assert np.median(errors) < 0.05
