@@ -57,7 +57,7 @@ def _warm(world, loop, until_s: float) -> list:
 
 def test_unreachable_metrics_hold_and_still_persist(tmp_path):
     store = KnowledgeStore(tmp_path / "k.sqlite")
-    world, loop = _twin_loop(_config(), store, source=Unreachable())
+    _world, loop = _twin_loop(_config(), store, source=Unreachable())
     with capture_logs() as events:
         result = loop.iterate(60.0)
     assert result.decision.rule == "hold-phase-error"
