@@ -41,13 +41,14 @@ def run_virtual(
 class ScaledClock:
     """Wall time mapped onto virtual time: `speedup` virtual seconds per wall second from `start_s`."""
 
-    def __init__(self, start_s: float, speedup: float) -> None:
+    def __init__(self, start_s: float, speedup: float, wall: Callable[[], float] = time.monotonic) -> None:
         self.start_s = start_s
         self.speedup = speedup
-        self._wall0 = time.monotonic()
+        self._wall = wall
+        self._wall0 = wall()
 
     def now(self) -> float:
-        return self.start_s + (time.monotonic() - self._wall0) * self.speedup
+        return self.start_s + (self._wall() - self._wall0) * self.speedup
 
 
 def run_scheduled(

@@ -47,6 +47,7 @@ class Twin:
         seed: int = 0,
     ) -> None:
         self.params = params if params is not None else TwinParams()
+        initial_n = self._validate_parallelism(parallelism)
         trace = np.asarray(trace_rps, dtype=float)
         if trace.ndim != 1 or len(trace) == 0 or not np.all(np.isfinite(trace)) or np.any(trace < 0):
             raise ValueError("trace_rps must be a non-empty 1-D array of finite rates >= 0")
@@ -65,15 +66,7 @@ class Twin:
         self._downtime_rng = np.random.default_rng(downtime_seq)
         self._failure_rng = np.random.default_rng(failure_seq)
 
-        if p.worker_capacity_rps is not None:
-            self.worker_capacity_rps = float(p.worker_capacity_rps)
-        else:
-            peak_rps = float(trace.max())
-            if peak_rps <= 0:
-                raise ValueError("cannot size workers from a trace whose peak is 0; set worker_capacity_rps")
-            self.worker_capacity_rps = 1.0
-            unit_rps = self.reference_capacity_rps(p.reference_scaleout)
-            self.worker_capacity_rps = (1.0 + p.headroom) * peak_rps / unit_rps
+        self.worker_capacity_rps = self._sized_worker_capacity_rps(float(trace.max()))
 
         self._phi = math.exp(-1.0 / p.cpu_noise_tau_s) if p.cpu_noise_tau_s > 0 else 0.0
         self._innovation_sd = p.cpu_noise_sd * math.sqrt(1.0 - self._phi**2)
@@ -101,9 +94,19 @@ class Twin:
         self._position_history: list[list[tuple[int, str]]] = []
         self._noise = np.zeros(0)
 
-        self.history = TwinHistory(len(trace) + 1, max(parallelism, p.reference_scaleout))
+        self.history = TwinHistory(len(trace) + 1, max(initial_n, p.reference_scaleout))
         self.latency = LatencyTracker(self._cumulative, p.base_latency_s)
-        self._resize(self._validate_parallelism(parallelism), 0)
+        self._resize(initial_n, 0)
+
+    def _sized_worker_capacity_rps(self, peak_rps: float) -> float:
+        """Explicit capacity, or the one that lets a fresh reference deployment carry the peak plus headroom."""
+        p = self.params
+        if p.worker_capacity_rps is not None:
+            return float(p.worker_capacity_rps)
+        if peak_rps <= 0:
+            raise ValueError("cannot size workers from a trace whose peak is 0; set worker_capacity_rps")
+        self.worker_capacity_rps = 1.0  # capacity is linear in it: measure the reference at unit capacity
+        return (1.0 + p.headroom) * peak_rps / self.reference_capacity_rps(p.reference_scaleout)
 
     # ----------------------------------------------------------------------------- public state
     @property
@@ -332,7 +335,7 @@ class Twin:
 
     def _stop(self, t: int, downtime_s: int) -> None:
         self._running = False
-        pass
+        self._position = self._checkpoint
         self._carry = 0.0
         self._restarts += 1
         self._resume_at = t + downtime_s

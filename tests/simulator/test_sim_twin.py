@@ -296,3 +296,28 @@ def test_a_six_hour_trace_simulates_fast():
     twin = Twin(trace, parallelism=18)
     twin.advance_to(21_600)
     assert time.perf_counter() - started < 10.0
+
+
+@pytest.mark.parametrize(
+    ("knob", "value"),
+    [
+        ("num_keys", 0),
+        ("cpu_noise_sd", -0.1),
+        ("idle_cpu", 0.99),
+        ("worker_capacity_rps", 0.0),
+        ("headroom", -1),
+    ],
+)
+def test_bad_knobs_are_rejected_by_name(knob, value):
+    with pytest.raises(ValueError, match=knob):
+        TwinParams(**{knob: value})
+
+
+def test_bad_traces_are_rejected():
+    for trace in (np.zeros(0), np.array([1.0, np.nan]), np.array([-1.0]), np.zeros((2, 2))):
+        with pytest.raises(ValueError):
+            Twin(trace, quiet())
+    with pytest.raises(ValueError, match="peak"):
+        Twin(np.zeros(10))  # nothing to size the workers from
+    with pytest.raises(ValueError):
+        Twin(np.ones(10), quiet(), parallelism=10**9)

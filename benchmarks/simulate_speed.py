@@ -1,0 +1,55 @@
+"""Wall time and outcome of `foresail simulate` on the three shared 6-hour traces.
+
+Usage: python benchmarks/simulate_speed.py [--policy reactive] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from config.schema import Config
+from simulator.runner import simulate
+
+TRACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "daedalus" / "workloads"
+FIELDS = (
+    "wall_time_s",
+    "avg_workers",
+    "rescales",
+    "seconds_over_slo",
+    "p95_latency_s",
+    "backlog_end_records",
+    "capacity_estimate_error_pct",
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--policy", default="reactive")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    results = {}
+    for trace in sorted(TRACES.glob("*.csv")):
+        config = Config.model_validate(
+            {
+                "twin": {"workload": str(trace), "seed": args.seed},
+                "scaling": {"policy": args.policy},
+                "knowledge": {"path": ":memory:"},
+            }
+        )
+        summary = simulate(config)
+        results[trace.stem] = {k: summary[k] for k in FIELDS}
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return
+    widths = [len(f) + 2 for f in FIELDS]
+    print(f"{'trace':<26}" + "".join(f"{f:>{w}}" for f, w in zip(FIELDS, widths, strict=True)))
+    for name, row in results.items():
+        cells = (f"{row[f]:.2f}" if isinstance(row[f], float) else str(row[f]) for f in FIELDS)
+        print(f"{name:<26}" + "".join(f"{c:>{w}}" for c, w in zip(cells, widths, strict=True)))
+
+
+if __name__ == "__main__":
+    main()
