@@ -12,18 +12,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from simulator.deployment import Deployment, WorkerInfo
 from simulator.history import TwinHistory
 from simulator.latency import LatencyTracker
 from simulator.params import TwinParams
-from simulator.skew import job_capacity_rps, key_group_counts, subtask_shares
+from simulator.skew import job_capacity_rps, key_group_counts
 
-_SPEED_BLOCK = 64  # speeds are drawn in fixed blocks so worker k's speed never depends on call order
-
-
-class WorkerInfo(NamedTuple):
-    worker_id: str
-    position: int
-    created_s: int
+__all__ = ["BoundaryState", "Twin", "WorkerInfo"]
 
 
 class BoundaryState(NamedTuple):
@@ -59,14 +54,13 @@ class Twin:
 
         keys_seq, speed_seq, cpu_seq, downtime_seq, failure_seq = np.random.SeedSequence(seed).spawn(5)
         p = self.params
-        self._key_counts = key_group_counts(p.num_keys, p.max_parallelism, np.random.default_rng(keys_seq))
-        self._speed_rng = np.random.default_rng(speed_seq)
-        self._speed_pool: list[float] = []
+        key_counts = key_group_counts(p.num_keys, p.max_parallelism, np.random.default_rng(keys_seq))
+        self._deployment = Deployment(key_counts, np.random.default_rng(speed_seq), p.speed_cov)
         self._cpu_rng = np.random.default_rng(cpu_seq)
         self._downtime_rng = np.random.default_rng(downtime_seq)
         self._failure_rng = np.random.default_rng(failure_seq)
 
-        self.worker_capacity_rps = self._sized_worker_capacity_rps(float(trace.max()))
+        self._deployment.worker_capacity_rps = self._sized_worker_capacity_rps(float(trace.max()))
 
         self._phi = math.exp(-1.0 / p.cpu_noise_tau_s) if p.cpu_noise_tau_s > 0 else 0.0
         self._innovation_sd = p.cpu_noise_sd * math.sqrt(1.0 - self._phi**2)
@@ -87,12 +81,7 @@ class Twin:
         self._worker_seconds = 0
         self._down_seconds = 0
 
-        self._ids: list[str] = []
-        self._created: list[int] = []
-        self._speeds: list[float] = []
-        self._next_number = 1
-        self._position_history: list[list[tuple[int, str]]] = []
-        self._noise = np.zeros(0)
+        self._noise = np.zeros(0)  # per-worker AR(1) CPU noise state
 
         self.history = TwinHistory(len(trace) + 1, max(initial_n, p.reference_scaleout))
         self.latency = LatencyTracker(self._cumulative, p.base_latency_s)
@@ -105,8 +94,9 @@ class Twin:
             return float(p.worker_capacity_rps)
         if peak_rps <= 0:
             raise ValueError("cannot size workers from a trace whose peak is 0; set worker_capacity_rps")
-        self.worker_capacity_rps = 1.0  # capacity is linear in it: measure the reference at unit capacity
-        return (1.0 + p.headroom) * peak_rps / self.reference_capacity_rps(p.reference_scaleout)
+        # capacity is linear in the per-worker capacity: measure the reference deployment at unit capacity
+        unit_rps = self._deployment.reference_capacity_rps(p.reference_scaleout)
+        return (1.0 + p.headroom) * peak_rps / unit_rps
 
     # ----------------------------------------------------------------------------- public state
     @property
@@ -124,11 +114,16 @@ class Twin:
 
     @property
     def parallelism(self) -> int:
-        return len(self._ids)
+        return self._deployment.size
 
     @property
     def worker_ids(self) -> tuple[str, ...]:
-        return tuple(self._ids)
+        return tuple(w.worker_id for w in self._deployment.workers)
+
+    @property
+    def worker_capacity_rps(self) -> float:
+        """Saturation throughput of a speed-1.0 worker (sized from the trace unless given)."""
+        return self._deployment.worker_capacity_rps
 
     @property
     def running(self) -> bool:
@@ -186,22 +181,15 @@ class Twin:
 
     def worker_capacities_rps(self) -> np.ndarray:
         """Records/s each current worker processes at saturation, in subtask order."""
-        return self.worker_capacity_rps * np.asarray(self._speeds)
+        return self._deployment.capacities_rps()
 
     def true_capacity_rps_for(self, n: int) -> float:
-        """Capacity if the job were rescaled to n now: keep the oldest n workers or add new ones."""
-        n = self._validate_parallelism(n)
-        speeds = self._speeds[:n]
-        number = self._next_number
-        while len(speeds) < n:
-            speeds.append(self._speed_of(number))
-            number += 1
-        return self._capacity_of(speeds)
+        """Capacity if the job were rescaled to n now: keep the oldest n workers or add new pods."""
+        return self._deployment.capacity_rps_for(self._validate_parallelism(n))
 
     def reference_capacity_rps(self, n: int) -> float:
-        """Capacity of a fresh n-worker deployment (workers tm-0001..n): the yardstick for sizing and floors."""
-        n = self._validate_parallelism(n)
-        return self._capacity_of([self._speed_of(k) for k in range(1, n + 1)])
+        """Capacity of a fresh n-worker deployment (pods tm-0001..n): the yardstick for sizing and floors."""
+        return self._deployment.reference_capacity_rps(self._validate_parallelism(n))
 
     def seconds_over_slo(self, slo_s: float = 30.0) -> int:
         """Seconds whose worst record latency (or oldest waiting record's age) exceeded the SLO."""
@@ -226,15 +214,9 @@ class Twin:
     def workers_at(self, t_s: int) -> list[WorkerInfo]:
         """Workers deployed at instant t_s <= now, in subtask order."""
         if t_s == self._t:
-            return [
-                WorkerInfo(w, i, c) for i, (w, c) in enumerate(zip(self._ids, self._created, strict=True))
-            ]
+            return list(self._deployment.workers)
         self._check_past(t_s)
-        workers = []
-        for position in range(int(self.history.series("parallelism_at")[t_s])):
-            created, worker_id = next(e for e in reversed(self._position_history[position]) if e[0] <= t_s)
-            workers.append(WorkerInfo(worker_id, position, created))
-        return workers
+        return self._deployment.workers_at(t_s, int(self.history.series("parallelism_at")[t_s]))
 
     # ----------------------------------------------------------------------------- actions
     def advance_to(self, t_s: float) -> None:
@@ -274,7 +256,7 @@ class Twin:
     # ----------------------------------------------------------------------------- internals
     def _step(self) -> None:
         t = self._t
-        n = len(self._ids)
+        n = self._deployment.size
         h = self.history
         h.ensure(t, n)
         h.series("lag_at")[t] = self._log_end - self._position
@@ -357,43 +339,17 @@ class Twin:
         return round(max(self.params.min_downtime_s, drawn))
 
     def _resize(self, n: int, t: int) -> None:
-        while len(self._ids) > n:  # scale-in removes the newest workers
-            self._ids.pop()
-            self._created.pop()
-            self._speeds.pop()
-        while len(self._ids) < n:
-            number = self._next_number
-            self._next_number += 1
-            worker_id = f"tm-{number:04d}"
-            position = len(self._ids)
-            self._ids.append(worker_id)
-            self._created.append(t)
-            self._speeds.append(self._speed_of(number))
-            if position == len(self._position_history):
-                self._position_history.append([])
-            self._position_history[position].append((t, worker_id))
+        """Change the workers and cache what the per-second step needs about them."""
+        self._deployment.resize(n, t)
         self.history.ensure(t, n)
-        kept = self._noise[:n]
+        kept = self._noise[:n]  # surviving workers keep their noise state; new ones start stationary
         fresh = self._cpu_rng.standard_normal(n - len(kept)) * self.params.cpu_noise_sd
         self._noise = np.concatenate((kept, fresh))
         p = self.params
-        self._shares = subtask_shares(self._key_counts, n)
-        capacities = self.worker_capacity_rps * np.asarray(self._speeds)
+        self._shares = self._deployment.shares()
+        capacities = self._deployment.capacities_rps()
         self._capacity_rps = job_capacity_rps(self._shares, capacities)
         self._cpu_per_record = (p.saturation_cpu - p.idle_cpu) * self._shares / capacities
-
-    def _capacity_of(self, speeds: list[float]) -> float:
-        shares = subtask_shares(self._key_counts, len(speeds))
-        return job_capacity_rps(shares, self.worker_capacity_rps * np.asarray(speeds))
-
-    def _speed_of(self, number: int) -> float:
-        """Speed factor of worker tm-<number>: lognormal with mean 1, fixed for the worker's life."""
-        while len(self._speed_pool) < number:
-            cov = self.params.speed_cov
-            sigma = math.sqrt(math.log1p(cov**2))
-            block = self._speed_rng.lognormal(-(sigma**2) / 2, sigma, size=_SPEED_BLOCK)
-            self._speed_pool.extend(block.tolist())
-        return self._speed_pool[number - 1]
 
     def _validate_parallelism(self, n: int) -> int:
         if isinstance(n, bool) or int(n) != n or not 1 <= n <= self.params.max_parallelism:

@@ -18,9 +18,8 @@ DEFAULTS = TwinParams()
 
 
 @pytest.fixture(scope="module")
-def calibrated() -> dict[str, float]:
-    if not METRICS.exists():
-        pytest.skip(f"recorded data not present at {METRICS}")
+def calibrated(recorded_metrics) -> dict[str, float]:
+    assert recorded_metrics == METRICS.resolve()
     return calibration.calibrate(METRICS, cpu_noise_tau_s=DEFAULTS.cpu_noise_tau_s)
 
 

@@ -60,9 +60,8 @@ def saturated_run(seed: int) -> tuple[np.ndarray, np.ndarray]:
     )
 
 
-def test_cpu_spread_at_saturation_resembles_the_recorded_skew_run():
-    if not METRICS.exists():
-        pytest.skip(f"recorded data not present at {METRICS}")
+def test_cpu_spread_at_saturation_resembles_the_recorded_skew_run(recorded_metrics):
+    assert recorded_metrics == METRICS.resolve()
     recorded_cpu = worker_mean_cpu(METRICS / "data_skew_cpu_12.csv")
     recorded_cov = throughput_share_cov(METRICS / "data_skew_throughput_12.csv")
     hottest, coolest, covs = [], [], []

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -290,24 +288,6 @@ def test_sizing_options_override_the_default():
     assert fixed.true_capacity_rps() == 5000.0
 
 
-def test_a_six_hour_trace_simulates_fast():
-    trace = builtin_sine(21_600)
-    started = time.perf_counter()
-    twin = Twin(trace, parallelism=18)
-    twin.advance_to(21_600)
-    assert time.perf_counter() - started < 10.0
-
-
-@pytest.mark.parametrize(
-    ("knob", "value"),
-    [
-        ("num_keys", 0),
-        ("cpu_noise_sd", -0.1),
-        ("idle_cpu", 0.99),
-        ("worker_capacity_rps", 0.0),
-        ("headroom", -1),
-    ],
-)
 def test_bad_knobs_are_rejected_by_name(knob, value):
     with pytest.raises(ValueError, match=knob):
         TwinParams(**{knob: value})

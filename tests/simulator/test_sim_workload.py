@@ -10,15 +10,12 @@ import pytest
 
 from simulator.workload import builtin_sine, load_trace
 
-WORKLOADS = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "daedalus" / "workloads"
 TRACES = ["sine_60000_6h.csv", "advertising_6h_550K_max.csv", "tm_6h_100K_max.csv"]
 
 
 @pytest.mark.parametrize("name", TRACES)
-def test_shared_traces_load_as_six_hours_of_rates(name):
-    path = WORKLOADS / name
-    if not path.exists():
-        pytest.skip(f"recorded data not present at {path}")
+def test_shared_traces_load_as_six_hours_of_rates(name, recorded_workloads):
+    path = recorded_workloads / name
     rates = load_trace(path)
     independent = pd.read_csv(path, sep="|")  # a second reader as the reference
     assert independent.iloc[:, 0].diff().dropna().eq(1).all()  # no gaps: one row per second
