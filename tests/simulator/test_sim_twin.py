@@ -288,6 +288,16 @@ def test_sizing_options_override_the_default():
     assert fixed.true_capacity_rps() == 5000.0
 
 
+@pytest.mark.parametrize(
+    ("knob", "value"),
+    [
+        ("num_keys", 0),
+        ("cpu_noise_sd", -0.1),
+        ("idle_cpu", 0.99),
+        ("worker_capacity_rps", 0.0),
+        ("headroom", -1),
+    ],
+)
 def test_bad_knobs_are_rejected_by_name(knob, value):
     with pytest.raises(ValueError, match=knob):
         TwinParams(**{knob: value})
