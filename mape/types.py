@@ -80,8 +80,17 @@ class Assessment:
     capacities_rps: dict[int, float]
     capacity_sources: dict[int, Literal["observed", "extrapolated"]]
     capacity_method: str = ""
+    forecast_rps: np.ndarray | None = None
+    forecast_model: str = ""
+    forecast_reason: str = ""
+    forecast_wape: float | None = None
+    recovery_s: dict[int, float] = field(default_factory=dict)
     warming_up: bool = False
     problems: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.forecast_rps is not None:
+            object.__setattr__(self, "forecast_rps", frozen_array(self.forecast_rps))
 
     def capacity(self, scaleout: int) -> float:
         return self.capacities_rps.get(scaleout, float("nan"))

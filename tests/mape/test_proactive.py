@@ -1,0 +1,137 @@
+"""The foresail policy (Daedalus Algorithm 1): one test per rule, and its properties."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mape.knowledge import Knowledge
+from mape.proactive import ProactivePolicy
+from mape.types import Assessment
+
+PER_WORKER_RPS = 10_000.0
+NOW_S = 10_000.0
+
+
+def _assessment(
+    average: float,
+    forecast: np.ndarray | float,
+    current: int = 4,
+    backlog: float = 0.0,
+    recovery: dict[int, float] | float = 60.0,
+) -> Assessment:
+    capacities = {n: n * PER_WORKER_RPS for n in range(1, 13)}
+    if not isinstance(forecast, np.ndarray):
+        forecast = np.full(900, float(forecast))
+    if not isinstance(recovery, dict):
+        recovery = dict.fromkeys(capacities, float(recovery))
+    return Assessment(
+        time_s=NOW_S,
+        current_scaleout=current,
+        workload_avg_rps=average,
+        workload_max_rps=average,
+        backlog_records=backlog,
+        capacities_rps=capacities,
+        capacity_sources=dict.fromkeys(capacities, "extrapolated"),
+        forecast_rps=forecast,
+        recovery_s=recovery,
+    )
+
+
+def _policy(target_s: float = 600.0) -> ProactivePolicy:
+    return ProactivePolicy(1, 12, recovery_target_s=target_s, loop_interval_s=60.0)
+
+
+def _knowledge(rescaled_ago_s: float | None = None) -> Knowledge:
+    return Knowledge(last_rescale_s=None if rescaled_ago_s is None else NOW_S - rescaled_ago_s)
+
+
+def test_only_if_necessary_keeps_a_recent_scaleout_that_still_carries_the_load():
+    # 4 workers carry 35k now and next loop; a smaller one would be valid, but we rescaled 5 min ago
+    forecast = np.r_[np.full(60, 36_000.0), np.full(840, 15_000.0)]
+    target, rule, _ = _policy().propose(_assessment(35_000, forecast), _knowledge(rescaled_ago_s=300))
+    assert (target, rule) == (4, "only-if-necessary")
+
+
+def test_only_if_necessary_expires_after_ten_minutes():
+    forecast = np.r_[np.full(60, 36_000.0), np.full(840, 15_000.0)]
+    target, rule, _ = _policy().propose(_assessment(35_000, forecast), _knowledge(rescaled_ago_s=601))
+    assert (target, rule) == (4, "current-valid")
+
+
+def test_scales_out_ahead_of_a_forecast_rise():
+    forecast = np.linspace(30_000, 75_000, 900)  # reaches 75k within the horizon
+    target, rule, _ = _policy().propose(_assessment(30_000, forecast), _knowledge())
+    # 4 carries 30k and is valid (holds): the long-lived check applies only to a change. With current 3
+    # (30k is not carried), the smallest long-lived choice must carry the whole horizon: 8 workers.
+    assert (target, rule) == (4, "current-valid")
+    target, rule, _ = _policy().propose(_assessment(30_000, forecast, current=3), _knowledge())
+    assert (target, rule) == (8, "long-lived")
+
+
+def test_candidate_must_carry_the_forecast_until_it_has_recovered():
+    # 5 workers carry the average but not the peak arriving at second 100, before its recovery at 200 s
+    forecast = np.r_[np.full(100, 42_000.0), np.full(800, 55_000.0)]
+    target, _, reasons = _policy().propose(_assessment(42_000, forecast, current=3, recovery=200.0), _knowledge())
+    assert target == 6
+    assert any("until recovered" in r for r in reasons)
+
+
+def test_recovery_target_rules_out_slow_candidates():
+    recovery = {n: (900.0 if n < 7 else 100.0) for n in range(1, 13)}
+    target, _, reasons = _policy().propose(_assessment(35_000, 35_000.0, current=3, recovery=recovery), _knowledge())
+    assert target == 7
+    assert any("recovery 900 s > target 600 s" in r for r in reasons)
+
+
+def test_does_not_scale_in_while_catching_up():
+    # load dropped to 15k: 2 workers would do, but the backlog exceeds what 2 process in a loop
+    assessment = _assessment(15_000, 15_000.0, current=8, backlog=2_000_000)
+    target, rule, reasons = _policy().propose(assessment, _knowledge())
+    assert target > 2
+    assert any("catching up" in r for r in reasons)
+    caught_up = _assessment(15_000, 15_000.0, current=8, backlog=1_000)
+    assert _policy().propose(caught_up, _knowledge())[:2] == (2, "long-lived")
+
+
+def test_backlog_is_compared_in_records_not_rates():
+    # 1.1M records vs 2 workers × 20k rps × 60 s = 1.2M records: caught up enough to scale in
+    assessment = _assessment(15_000, 15_000.0, current=8, backlog=1_100_000)
+    assert _policy().propose(assessment, _knowledge())[0] == 2
+
+
+def test_max_scaleout_when_nothing_is_valid():
+    target, rule, _ = _policy().propose(_assessment(500_000, 500_000.0), _knowledge())
+    assert (target, rule) == (12, "max-scaleout")
+
+
+def test_unknown_capacities_and_recoveries_are_never_chosen():
+    assessment = _assessment(25_000, 25_000.0, current=6, recovery={n: math.inf for n in range(1, 5)} | {5: 50.0})
+    assert _policy().propose(assessment, _knowledge())[0] == 5
+
+
+loads = st.floats(min_value=1_000, max_value=130_000)
+
+
+@settings(max_examples=200, deadline=None)
+@given(loads, st.lists(loads, min_size=2, max_size=10), st.integers(1, 12), st.floats(0, 5e6))
+def test_chosen_scaleout_carries_the_average_load_unless_it_is_the_max(average, shape, current, backlog):
+    forecast = np.interp(np.arange(900), np.linspace(0, 899, len(shape)), shape)
+    assessment = _assessment(average, forecast, current=current, backlog=backlog)
+    target, _, _ = _policy().propose(assessment, _knowledge())
+    assert target == 12 or assessment.capacity(target) > average
+
+
+@settings(max_examples=200, deadline=None)
+@given(loads, st.lists(loads, min_size=2, max_size=10), st.integers(1, 12), st.floats(60, 1200), st.floats(0, 0.5))
+def test_a_lower_recovery_target_never_chooses_fewer_workers(average, shape, current, target_s, per_worker_s):
+    forecast = np.interp(np.arange(900), np.linspace(0, 899, len(shape)), shape)
+    # recovery shrinks as workers are added, like the real prediction
+    recovery = {n: 30.0 + 3_000.0 * per_worker_s / n for n in range(1, 13)}
+    assessment = _assessment(average, forecast, current=current, recovery=recovery)
+    strict = _policy(target_s=target_s).propose(assessment, _knowledge())[0]
+    lax = _policy(target_s=target_s * 2).propose(assessment, _knowledge())[0]
+    assert strict >= lax
