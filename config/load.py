@@ -92,9 +92,15 @@ def _allowed_values(loc: tuple) -> str | None:
             value = getattr(rule, name, None)
             if value is not None:
                 bounds.append(f"{symbol} {value}")
-    kinds = [getattr(c, "__name__", str(c)) for c in choices] if choices else [field.annotation.__name__]
+    kinds = [_kind_name(c) for c in choices] if choices else [field.annotation.__name__]
     kind = " or ".join("null" if k == "NoneType" else k for k in kinds)
     return f"{kind} {' and '.join(bounds)}".strip()
+
+
+def _kind_name(annotation: object) -> str:
+    if typing.get_origin(annotation) is typing.Literal:
+        return " | ".join(repr(c) for c in typing.get_args(annotation))
+    return getattr(annotation, "__name__", str(annotation))
 
 
 def render_example() -> str:

@@ -61,16 +61,29 @@ class LoopConfig(Section):
 
 
 class ScalingConfig(Section):
-    policy: Literal["reactive"] = Field(
-        "reactive",
-        description="Plan policy. 'reactive': smallest scale-out whose capacity exceeds the "
-        "observed average workload plus the backlog to drain.",
+    policy: Literal["foresail", "reactive"] = Field(
+        "foresail",
+        description="Plan policy. 'foresail': Daedalus's proactive search (forecast, recovery target, "
+        "long-lived decisions). 'reactive': smallest scale-out whose capacity exceeds the observed average "
+        "workload plus the backlog to drain.",
     )
     min_scaleout: int = Field(1, ge=1, description="Never scale below this many workers.")
     max_scaleout: int = Field(18, ge=1, description="Never scale above this many workers.")
     stabilization_s: float = Field(180.0, ge=0, description="No new action this long after a rescale.")
     drain_time_s: float = Field(
         300.0, gt=0, description="Reactive plan: the backlog must drain within this time on top of the load."
+    )
+    necessary_window_s: float = Field(
+        600.0,
+        ge=0,
+        description="foresail plan: within this time after a rescale, keep the scale-out while it carries the "
+        "average load and the forecast until the next loop (rescale only if necessary).",
+    )
+    necessary_window_s: float = Field(
+        600.0,
+        ge=0,
+        description="foresail plan: within this time after a rescale, keep the scale-out while it "
+        "carries the average load and the forecast until the next loop (rescale only if necessary).",
     )
 
     @model_validator(mode="after")
@@ -84,6 +97,21 @@ class ScalingConfig(Section):
 
 class RecoveryConfig(Section):
     target_s: float = Field(600.0, gt=0, description="Recovery-time target a scale-out must meet.")
+    anomaly_k: float = Field(
+        1.0,
+        gt=0,
+        description="Observed recovery: (workload - throughput) is anomalous beyond k standard "
+        "deviations of its normal behaviour (Daedalus: 1).",
+    )
+    observe_timeout_s: float = Field(
+        1800.0,
+        gt=0,
+        description="Stop watching a rescale that has not recovered after this long (recorded as "
+        "not recovered).",
+    )
+    downtime_window: int = Field(
+        20, ge=1, description="Observed downtimes per direction the robust (median) estimate is taken over."
+    )
     checkpoint_interval_s: float = Field(
         10.0, gt=0, description="Job's checkpoint interval (replay on restart)."
     )
@@ -93,9 +121,26 @@ class RecoveryConfig(Section):
 
 class ForecastConfig(Section):
     horizon_s: float = Field(900.0, gt=0, description="How far ahead the workload is forecast.")
+    resolution_s: float = Field(
+        10.0, gt=0, description="Step the ARIMA model works at; forecasts are interpolated to seconds."
+    )
+    min_history_s: float = Field(1800.0, gt=0, description="History the first ARIMA fit waits for.")
+    max_history_s: float = Field(
+        14400.0, gt=0, description="Most recent history the model is fitted and updated on (bounds its cost)."
+    )
     wape_threshold: float = Field(
         0.25, gt=0, description="Forecast WAPE above which the linear fallback is used for an iteration."
     )
+    retrain_after_poor: int = Field(
+        15,
+        ge=1,
+        description="Consecutive iterations over the WAPE threshold that trigger a background retrain.",
+    )
+    linear_window_s: float = Field(600.0, gt=0, description="History the linear-trend fallback is fitted on.")
+    seasonal_period_s: float | Literal["auto"] | None = Field(
+        None, description="Seasonality: null (none), a period in seconds, or 'auto' (detected from history)."
+    )
+    fit_timeout_s: float = Field(300.0, gt=0, description="A background fit taking longer is abandoned.")
 
 
 class CapacityConfig(Section):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,11 +13,13 @@ import structlog
 from capacity.model import CapacitySettings
 from config.load import ConfigError
 from config.schema import Config
+from forecasting.types import ForecastSettings
 from mape.analyze import Analyzer
 from mape.interfaces import MetricsSource, ScalingTarget
-from mape.knowledge import Knowledge, KnowledgeStore
+from mape.knowledge import Knowledge, KnowledgeSettings, KnowledgeStore
 from mape.loop import MapeLoop
 from mape.plan import GuardedPlan, Policy
+from mape.proactive import ProactivePolicy
 from mape.reactive import ReactivePolicy
 from simulator.metrics import TwinMetricsSource, TwinScalingTarget
 from simulator.params import TwinParams
@@ -23,15 +27,36 @@ from simulator.twin import Twin
 from simulator.workload import builtin_sine, load_trace
 
 
-def capacity_settings(config: Config) -> CapacitySettings:
-    return CapacitySettings(**config.capacity.model_dump(exclude={"saturated_backlog_s"}))
+def knowledge_settings(
+    config: Config, executor: Callable[[], Executor | None] = lambda: None
+) -> KnowledgeSettings:
+    """How the learned models are built; `executor` makes the executor of off-loop work (None = threads)."""
+    recovery = config.recovery
+    return KnowledgeSettings(
+        capacity=CapacitySettings(**config.capacity.model_dump(exclude={"saturated_backlog_s"})),
+        forecast=ForecastSettings(**config.forecast.model_dump()),
+        downtime_out_s=recovery.downtime_out_s,
+        downtime_in_s=recovery.downtime_in_s,
+        downtime_window=recovery.downtime_window,
+        anomaly_k=recovery.anomaly_k,
+        observe_timeout_s=recovery.observe_timeout_s,
+        executor=executor,
+    )
 
 
 def make_policy(config: Config) -> Policy:
-    name = config.scaling.policy
-    if name == "reactive":
-        return ReactivePolicy(config.scaling.max_scaleout, config.scaling.drain_time_s)
-    raise ConfigError("scaling.policy", [f"scaling.policy: unknown policy {name!r}"])
+    scaling = config.scaling
+    if scaling.policy == "foresail":
+        return ProactivePolicy(
+            scaling.min_scaleout,
+            scaling.max_scaleout,
+            config.recovery.target_s,
+            config.loop.interval_s,
+            scaling.necessary_window_s,
+        )
+    if scaling.policy == "reactive":
+        return ReactivePolicy(scaling.max_scaleout, scaling.drain_time_s)
+    raise ConfigError("scaling.policy", [f"scaling.policy: unknown policy {scaling.policy!r}"])
 
 
 def make_plan(config: Config) -> GuardedPlan:
@@ -52,11 +77,16 @@ def make_loop(
     return MapeLoop(
         source,
         target,
-        Analyzer(config.scaling.max_scaleout, config.capacity.saturated_backlog_s),
+        Analyzer(
+            config.scaling.max_scaleout,
+            config.capacity.saturated_backlog_s,
+            config.recovery.checkpoint_interval_s,
+        ),
         make_plan(config),
         knowledge,
         store,
         config.loop.effective_window_s,
+        config.recovery.target_s,
         log,
     )
 

@@ -71,8 +71,10 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
+    from daemon.logs import configure_logging
     from simulator.runner import simulate
 
+    configure_logging("warning", "console", sys.stderr)  # stdout carries only the summary
     config = load_config(args.config)
     config = _with_overrides(config, "twin", workload=args.workload, seed=args.seed)
     config = _with_overrides(config, "scaling", policy=args.policy)

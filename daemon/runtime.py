@@ -8,7 +8,7 @@ import structlog
 
 from config.load import ConfigError
 from config.schema import Config
-from daemon.build import capacity_settings, make_loop, make_twin
+from daemon.build import knowledge_settings, make_loop, make_twin
 from daemon.logs import configure_logging
 from daemon.schedule import ScaledClock, run_scheduled, run_virtual, stop_on_signals
 from mape.knowledge import KnowledgeStore
@@ -24,7 +24,7 @@ def run_daemon(config: Config, max_iterations: int | None = None, stop: threadin
             ["target.kind: 'prometheus+kubernetes' is not available in this version; use 'twin'"],
         )
     store = KnowledgeStore(config.knowledge.path, config.knowledge.decision_history)
-    knowledge = store.load(capacity_settings(config))
+    knowledge = store.load(knowledge_settings(config))
     start_s = knowledge.last_time_s or 0.0
     world = make_twin(config, initial_scaleout=knowledge.last_target_scaleout)
     world.twin.advance_to(start_s)  # the simulated job kept running while the daemon was away
@@ -58,6 +58,7 @@ def run_daemon(config: Config, max_iterations: int | None = None, stop: threadin
         else:
             iterations = run_virtual(step, start_s, interval_s, stop, max_iterations)
     finally:
+        knowledge.close()
         store.save(knowledge, None)
         store.close()
     log.info("daemon-stopped", iterations=iterations, knowledge_iteration=knowledge.iteration)

@@ -1,4 +1,9 @@
-"""Analyze: turn an Observation into an Assessment, learning capacity on the way."""
+"""Analyze: turn an Observation into an Assessment, learning on the way.
+
+Capacity per scale-out (capacity model), the workload forecast (forecaster), the predicted recovery time
+of every candidate (recovery prediction with the learned downtimes), and the observed recovery of past
+rescales (handed to the recovery monitor, which runs off the loop).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,8 @@ import numpy as np
 from capacity.model import valid_windows
 from mape.knowledge import Knowledge
 from mape.types import Assessment, Observation
+from recovery.downtime import direction_of
+from recovery.predict import predict_recovery_s, replay_records
 
 
 class Analyzer:
@@ -18,9 +25,10 @@ class Analyzer:
     it then processes as fast as it can, so its throughput is its capacity.
     """
 
-    def __init__(self, max_scaleout: int, saturated_backlog_s: float) -> None:
+    def __init__(self, max_scaleout: int, saturated_backlog_s: float, checkpoint_interval_s: float) -> None:
         self.max_scaleout = max_scaleout
         self.saturated_backlog_s = saturated_backlog_s
+        self.checkpoint_interval_s = checkpoint_interval_s
 
     def assess(self, observation: Observation, knowledge: Knowledge) -> Assessment:
         problems = list(observation.problems)
@@ -47,6 +55,17 @@ class Analyzer:
         if current not in estimate.per_scaleout_rps:
             problems.append("no capacity known for the current scale-out yet")
 
+        knowledge.recovery.submit(
+            observation.input_timestamps_s, observation.input_rate_rps, _total_throughput(observation)
+        )
+        knowledge.recovery.expire(observation.time_s)
+        self._learn_recoveries(knowledge)
+        knowledge.forecaster.observe(observation.input_timestamps_s, observation.input_rate_rps)
+        forecast = knowledge.forecaster.forecast(observation.time_s)
+        recovery_s = self._recovery_per_candidate(
+            observation, estimate.per_scaleout_rps, forecast.rates_rps, backlog, current, knowledge
+        )
+
         return Assessment(
             time_s=observation.time_s,
             current_scaleout=current,
@@ -56,6 +75,63 @@ class Analyzer:
             capacities_rps=estimate.per_scaleout_rps,
             capacity_sources=estimate.sources,
             capacity_method=estimate.method,
+            forecast_rps=forecast.rates_rps,
+            forecast_model=forecast.model,
+            forecast_reason=forecast.reason,
+            forecast_wape=forecast.last_wape,
+            recovery_s=recovery_s,
             warming_up=not windows,
             problems=tuple(problems),
         )
+
+    def _recovery_per_candidate(
+        self,
+        observation: Observation,
+        capacities_rps: dict[int, float],
+        forecast_rps: np.ndarray,
+        backlog_records: float,
+        current: int,
+        knowledge: Knowledge,
+    ) -> dict[int, float]:
+        """Predicted recovery (s) of a restart at each candidate scale-out (the current one: a failure)."""
+        per_second = _per_second(
+            observation.input_timestamps_s, observation.input_rate_rps, observation.time_s
+        )
+        replay = replay_records(per_second, self.checkpoint_interval_s)
+        return {
+            scaleout: predict_recovery_s(
+                capacity,
+                forecast_rps,
+                backlog_records,
+                replay,
+                knowledge.downtime.estimate(direction_of(current, scaleout)),
+            )
+            for scaleout, capacity in capacities_rps.items()
+        }
+
+    @staticmethod
+    def _learn_recoveries(knowledge: Knowledge) -> None:
+        """Observed recoveries finished off the loop: their downtimes teach the downtime model."""
+        for observed in knowledge.recovery.poll():
+            knowledge.downtime.observe(observed.direction, observed.downtime_s)
+            knowledge.new_recoveries.append(observed)
+
+
+def _total_throughput(observation: Observation) -> np.ndarray:
+    """Job throughput at each input-rate timestamp; NaN where no worker reported (the job was down)."""
+    total = np.full(len(observation.input_timestamps_s), np.nan)
+    for worker in observation.workers:
+        values = np.interp(
+            observation.input_timestamps_s, worker.timestamps_s, worker.throughput_rps, np.nan, np.nan
+        )
+        total = np.where(np.isnan(total), values, total + np.nan_to_num(values))
+    return total
+
+
+def _per_second(timestamps_s: np.ndarray, rates_rps: np.ndarray, now_s: float) -> np.ndarray:
+    """The window's input rate on a one-second grid ending at now (for the replay estimate)."""
+    known = np.isfinite(rates_rps)
+    if not known.any():
+        return np.array([np.nan])
+    seconds = np.arange(np.floor(timestamps_s[known][0]), np.floor(now_s) + 1)
+    return np.interp(seconds, timestamps_s[known], rates_rps[known])

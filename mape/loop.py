@@ -16,6 +16,8 @@ from mape.interfaces import MetricsSource, ScalingTarget
 from mape.knowledge import Knowledge, KnowledgeStore
 from mape.plan import GuardedPlan
 from mape.types import Assessment, Decision, Observation
+from recovery.downtime import direction_of
+from recovery.tracker import ObservedRecovery
 
 
 @dataclass
@@ -27,6 +29,7 @@ class IterationResult:
     assessment: Assessment | None = None
     decision: Decision | None = None
     executed: bool = False
+    recoveries: list[ObservedRecovery] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
 
 
@@ -40,6 +43,7 @@ class MapeLoop:
         knowledge: Knowledge,
         store: KnowledgeStore,
         window_s: float,
+        recovery_target_s: float,
         log: structlog.typing.FilteringBoundLogger | None = None,
     ) -> None:
         self.source = source
@@ -49,6 +53,7 @@ class MapeLoop:
         self.knowledge = knowledge
         self.store = store
         self.window_s = window_s
+        self.recovery_target_s = recovery_target_s
         self.log = log or structlog.get_logger("foresail.audit")
 
     def iterate(self, now_s: float) -> IterationResult:
@@ -78,6 +83,7 @@ class MapeLoop:
         knowledge.iteration += 1
         knowledge.last_time_s = now_s
         knowledge.recent_decisions.append(result.decision)
+        result.recoveries = list(knowledge.new_recoveries)
         try:
             self.store.save(knowledge, result.decision)
         except Exception as error:  # keep running; the next iteration saves again
@@ -96,6 +102,9 @@ class MapeLoop:
                 result.executed = True
                 knowledge.last_rescale_s = result.time_s
                 knowledge.last_target_scaleout = decision.target_scaleout
+                predicted_s = result.assessment.recovery_s.get(decision.target_scaleout, math.inf)
+                direction = direction_of(decision.current_scaleout, decision.target_scaleout)
+                knowledge.recovery.start(result.time_s, direction, predicted_s, self.recovery_target_s)
                 return
         if result.observation is not None and result.observation.parallelism:
             knowledge.last_target_scaleout = result.observation.parallelism
@@ -122,11 +131,29 @@ class MapeLoop:
             if assessment
             else None,
             capacity_method=assessment.capacity_method if assessment else None,
+            forecast=_forecast_summary(assessment),
+            recovery_s={n: _round(r) for n, r in sorted(assessment.recovery_s.items())}
+            if assessment
+            else None,
+            recoveries_observed=[r.to_dict() for r in result.recoveries] or None,
             decision=decision.to_dict() if decision else None,
             executed=result.executed,
             errors=result.errors or None,
             duration_ms=round(duration_ms, 2),
         )
+
+
+def _forecast_summary(assessment: Assessment | None) -> dict | None:
+    if assessment is None or assessment.forecast_rps is None:
+        return None
+    rates = assessment.forecast_rps
+    return {
+        "model": assessment.forecast_model,
+        "reason": assessment.forecast_reason,
+        "last_wape": None if assessment.forecast_wape is None else round(assessment.forecast_wape, 4),
+        "next_loop_max_rps": _round(float(rates[:60].max())),
+        "horizon_max_rps": _round(float(rates.max())),
+    }
 
 
 def _describe(error: BaseException) -> str:

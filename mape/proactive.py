@@ -44,7 +44,11 @@ class ProactivePolicy:
 
     def propose(self, assessment: Assessment, knowledge: Knowledge) -> tuple[int, str, tuple[str, ...]]:
         a = assessment
-        forecast = a.forecast_rps if a.forecast_rps is not None and len(a.forecast_rps) else np.array([a.workload_avg_rps])
+        forecast = (
+            a.forecast_rps
+            if a.forecast_rps is not None and len(a.forecast_rps)
+            else np.array([a.workload_avg_rps])
+        )
         current = a.current_scaleout
         average = a.workload_avg_rps
         next_loop_max = _peak(forecast, self.loop_interval_s)
@@ -54,9 +58,13 @@ class ProactivePolicy:
         since = math.inf if knowledge.last_rescale_s is None else a.time_s - knowledge.last_rescale_s
         capacity_now = a.capacity(current)
         if since < self.necessary_window_s and capacity_now > average and capacity_now > next_loop_max:
-            return current, "only-if-necessary", (
-                f"rescaled {since:.0f} s ago; capacity({current}) = {capacity_now:.0f} rps carries it",
-                load,
+            return (
+                current,
+                "only-if-necessary",
+                (
+                    f"rescaled {since:.0f} s ago; capacity({current}) = {capacity_now:.0f} rps carries it",
+                    load,
+                ),
             )
 
         skipped: list[str] = []
@@ -66,11 +74,15 @@ class ProactivePolicy:
                 continue
             recovery_s = a.recovery_s.get(scaleout, math.inf)
             if recovery_s > self.recovery_target_s:
-                skipped.append(f"{scaleout}: recovery {recovery_s:.0f} s > target {self.recovery_target_s:.0f} s")
+                skipped.append(
+                    f"{scaleout}: recovery {recovery_s:.0f} s > target {self.recovery_target_s:.0f} s"
+                )
                 continue
             until_recovered = _peak(forecast, recovery_s)
             if capacity < until_recovered:
-                skipped.append(f"{scaleout}: capacity {capacity:.0f} < forecast {until_recovered:.0f} until recovered")
+                skipped.append(
+                    f"{scaleout}: capacity {capacity:.0f} < forecast {until_recovered:.0f} until recovered"
+                )
                 continue
             chosen = f"capacity({scaleout}) = {capacity:.0f} rps, recovery {recovery_s:.0f} s"
             if scaleout == current:

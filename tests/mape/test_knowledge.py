@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 
 from capacity.model import valid_windows
-from mape.knowledge import Knowledge, KnowledgeStore
+from mape.knowledge import Knowledge, KnowledgeSettings, KnowledgeStore
 from mape.types import Decision, WorkerSeries
+from recovery.tracker import ObservedRecovery
 
 
 def _learned_knowledge() -> Knowledge:
-    knowledge = Knowledge()
+    knowledge = Knowledge.fresh(KnowledgeSettings())
     stamps = np.arange(12) * 5.0
     workers = tuple(
         WorkerSeries(f"tm-{i}", stamps, np.linspace(0.3, 0.6, 12) + 0.01 * i, np.linspace(20e3, 45e3, 12))
@@ -37,15 +38,43 @@ def test_round_trip_restores_capacity_and_loop_state(tmp_path: Path):
     store.close()
 
     restored = KnowledgeStore(path).load()
-    assert restored.loop_state() == knowledge.loop_state()
-    assert restored.capacity.to_dict() == knowledge.capacity.to_dict()
+    saved, loaded = knowledge.to_state(), restored.to_state()
+    for part in ("loop", "capacity", "downtime", "recovery"):
+        assert loaded[part] == saved[part], part
     assert list(restored.recent_decisions) == [decision]
     assert restored.capacity.workers["tm-1"].stats == knowledge.capacity.workers["tm-1"].stats
 
 
+def test_forecaster_downtimes_and_observed_recoveries_survive_a_restart(tmp_path: Path):
+    path = tmp_path / "k.sqlite"
+    store = KnowledgeStore(path)
+    knowledge = Knowledge.fresh(KnowledgeSettings())
+    stamps = np.arange(0.0, 600.0, 5.0)
+    knowledge.forecaster.observe(stamps, 1_000.0 + stamps)
+    before = knowledge.forecaster.forecast(600.0)
+    knowledge.downtime.observe("out", 42.0)
+    observed = ObservedRecovery(300.0, "out", 42.0, 120.0, 100.0, 600.0, True, True)
+    knowledge.new_recoveries.append(observed)
+    store.save(knowledge, None)
+    assert knowledge.new_recoveries == []
+    store.close()
+
+    reopened = KnowledgeStore(path)
+    restored = reopened.load()
+    assert restored.downtime.observations_s("out") == [42.0]
+    assert reopened.recoveries() == [observed]
+    np.testing.assert_allclose(restored.forecaster.forecast(600.0).rates_rps, before.rates_rps)
+
+
+def test_an_in_memory_store_skips_the_forecaster(tmp_path: Path):
+    store = KnowledgeStore(":memory:")
+    store.save(_learned_knowledge(), None)
+    assert "forecaster" not in store._db.execute("SELECT group_concat(key) FROM state").fetchone()[0]
+
+
 def test_decision_history_is_bounded(tmp_path: Path):
     store = KnowledgeStore(tmp_path / "k.sqlite", decision_history=5)
-    knowledge = Knowledge()
+    knowledge = Knowledge.fresh(KnowledgeSettings())
     for i in range(12):
         knowledge.iteration = i
         store.save(knowledge, Decision(float(i), 1, 1, "hold"))

@@ -75,14 +75,18 @@ def test_scales_out_ahead_of_a_forecast_rise():
 def test_candidate_must_carry_the_forecast_until_it_has_recovered():
     # 5 workers carry the average but not the peak arriving at second 100, before its recovery at 200 s
     forecast = np.r_[np.full(100, 42_000.0), np.full(800, 55_000.0)]
-    target, _, reasons = _policy().propose(_assessment(42_000, forecast, current=3, recovery=200.0), _knowledge())
+    target, _, reasons = _policy().propose(
+        _assessment(42_000, forecast, current=3, recovery=200.0), _knowledge()
+    )
     assert target == 6
     assert any("until recovered" in r for r in reasons)
 
 
 def test_recovery_target_rules_out_slow_candidates():
     recovery = {n: (900.0 if n < 7 else 100.0) for n in range(1, 13)}
-    target, _, reasons = _policy().propose(_assessment(35_000, 35_000.0, current=3, recovery=recovery), _knowledge())
+    target, _, reasons = _policy().propose(
+        _assessment(35_000, 35_000.0, current=3, recovery=recovery), _knowledge()
+    )
     assert target == 7
     assert any("recovery 900 s > target 600 s" in r for r in reasons)
 
@@ -90,7 +94,7 @@ def test_recovery_target_rules_out_slow_candidates():
 def test_does_not_scale_in_while_catching_up():
     # load dropped to 15k: 2 workers would do, but the backlog exceeds what 2 process in a loop
     assessment = _assessment(15_000, 15_000.0, current=8, backlog=2_000_000)
-    target, rule, reasons = _policy().propose(assessment, _knowledge())
+    target, _, reasons = _policy().propose(assessment, _knowledge())
     assert target > 2
     assert any("catching up" in r for r in reasons)
     caught_up = _assessment(15_000, 15_000.0, current=8, backlog=1_000)
@@ -109,7 +113,9 @@ def test_max_scaleout_when_nothing_is_valid():
 
 
 def test_unknown_capacities_and_recoveries_are_never_chosen():
-    assessment = _assessment(25_000, 25_000.0, current=6, recovery={n: math.inf for n in range(1, 5)} | {5: 50.0})
+    assessment = _assessment(
+        25_000, 25_000.0, current=6, recovery={n: math.inf for n in range(1, 5)} | {5: 50.0}
+    )
     assert _policy().propose(assessment, _knowledge())[0] == 5
 
 
@@ -126,7 +132,13 @@ def test_chosen_scaleout_carries_the_average_load_unless_it_is_the_max(average, 
 
 
 @settings(max_examples=200, deadline=None)
-@given(loads, st.lists(loads, min_size=2, max_size=10), st.integers(1, 12), st.floats(60, 1200), st.floats(0, 0.5))
+@given(
+    loads,
+    st.lists(loads, min_size=2, max_size=10),
+    st.integers(1, 12),
+    st.floats(60, 1200),
+    st.floats(0, 0.5),
+)
 def test_a_lower_recovery_target_never_chooses_fewer_workers(average, shape, current, target_s, per_worker_s):
     forecast = np.interp(np.arange(900), np.linspace(0, 899, len(shape)), shape)
     # recovery shrinks as workers are added, like the real prediction

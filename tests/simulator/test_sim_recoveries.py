@@ -14,7 +14,9 @@ RATE = 10_000.0
 
 
 def _twin() -> Twin:
-    params = TwinParams(worker_capacity_rps=2_000, speed_cov=0.0, cpu_noise_sd=0.0, scale_out_downtime_sd_s=0.0)
+    params = TwinParams(
+        worker_capacity_rps=2_000, speed_cov=0.0, cpu_noise_sd=0.0, scale_out_downtime_sd_s=0.0
+    )
     return Twin(np.full(3_000, RATE), params, parallelism=8, seed=1)
 
 

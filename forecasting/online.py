@@ -1,0 +1,360 @@
+"""The online workload forecaster of Daedalus §3.3: ARIMA updated every iteration, judged by WAPE.
+
+One iteration (`forecast`): swap in a finished background fit, feed the model the buckets that became
+final since the last iteration, judge the previous ARIMA forecast by its WAPE, submit a fit when one is
+due, then serve the ARIMA forecast, or the linear trend when there is no model yet or the model's
+previous forecast was poor.
+
+Threading: call observe/forecast/state_dict from one thread (the loop's). Only fits run elsewhere, on
+the executor, on copies of the data; their result is taken over by the loop thread in one assignment at
+the first forecast() that finds the fit done, so the loop never waits for a fit and never sees a model
+half-swapped. Timeouts are measured on the loop's clock (`now_s`), not the wall clock.
+
+Model updates happen in forecast(), not observe(): observe() may run every few seconds, and each
+pmdarima update() is a refit, so all buckets that became final are fed in one update per iteration.
+"""
+
+from __future__ import annotations
+
+import pickle
+from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import structlog
+
+from forecasting.accuracy import wape
+from forecasting.arima import FitFunction, FittedModel, advance, fit_auto_arima, fit_model, predict
+from forecasting.fallback import linear_trend_forecast, naive_forecast
+from forecasting.grid import BucketGrid
+from forecasting.types import Forecast, ForecastSettings
+
+log = structlog.get_logger(__name__)
+
+STATE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class _PendingFit:
+    future: Future
+    kind: str  # "first" or "retrain"
+    submitted_s: float
+    end_bucket: int  # the fit saw the buckets before this one
+    epoch: int
+
+
+class WorkloadForecaster:
+    """Forecasts the input rate over the horizon, per second, from samples given to `observe`."""
+
+    def __init__(
+        self,
+        settings: ForecastSettings,
+        executor: Executor | None = None,
+        fit: FitFunction | None = None,
+    ) -> None:
+        self.settings = settings
+        self._owns_executor = executor is None
+        self._executor = executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="forecast-fit")
+        self._fit = fit or fit_auto_arima
+        self._max_buckets = settings.buckets(settings.max_history_s)
+        # Enough for a fit that ends just before its timeout to catch up on what arrived meanwhile.
+        retention_s = max(
+            settings.max_history_s + settings.fit_timeout_s, settings.linear_window_s, settings.horizon_s
+        )
+        self._grid = BucketGrid(
+            settings.resolution_s,
+            max_gap_buckets=int(settings.max_interpolated_gap_s // settings.resolution_s),
+            retention_buckets=settings.buckets(retention_s),
+            reset_gap_buckets=self._max_buckets,
+        )
+        self._model: FittedModel | None = None
+        self._fed_until = 0  # absolute index of the first bucket the model has not received
+        self._pending: _PendingFit | None = None
+        self._iteration = 0
+        self._next_fit_iteration = 0  # after a setback, no fit is submitted before this iteration
+        self._retrain_wanted = False  # a retrain was in flight when the state was saved
+        self._poor_streak = 0
+        self._last_model_forecast: Forecast | None = None  # the ARIMA forecast WAPE judges next time
+        self._last_forecast: Forecast | None = None
+        self._setback = ""  # why the last fit or model was lost, for the reason of fallback forecasts
+
+    # -- input ---------------------------------------------------------------------------------------
+
+    def observe(self, timestamps_s: np.ndarray, rates_rps: np.ndarray) -> None:
+        """Take input-rate samples (any step, overlaps, NaN and gaps allowed; see forecasting/grid.py).
+
+        Cheap: it only puts samples on the bucket grid. Raises ValueError on arrays of different length.
+        """
+        epoch = self._grid.epoch
+        self._grid.add(timestamps_s, rates_rps)
+        if self._grid.epoch != epoch:
+            log.warning("forecast_history_restarted", gap_over_s=self.settings.max_history_s)
+            self._drop_model("history restarted after a long gap")
+
+    # -- one iteration -------------------------------------------------------------------------------
+
+    def forecast(self, now_s: float) -> Forecast:
+        """This iteration's forecast for seconds now_s+1 .. now_s+horizon. Never raises."""
+        try:
+            forecast = self._iterate(now_s)
+        except Exception as exc:  # a bug here must not stop the loop: hold the last level
+            log.exception("forecast_failed", now_s=now_s)
+            values, _ = self._grid.since(self._grid.first)
+            forecast = Forecast(
+                start_s=now_s,
+                rates_rps=naive_forecast(values, self.settings.horizon_steps),
+                model="naive",
+                reason=f"forecaster error: {exc!r}",
+                last_wape=None,
+                poor_streak=self._poor_streak,
+            )
+        self._last_forecast = forecast
+        return forecast
+
+    def _iterate(self, now_s: float) -> Forecast:
+        self._iteration += 1
+        swapped = self._take_finished_fit(now_s)
+        self._feed_model()
+        last_wape = self._judge_previous()
+        swapped = self._submit_fit_if_due(now_s) or swapped
+        model_forecast, model_problem = self._model_forecast(now_s)
+        self._last_model_forecast = model_forecast
+        threshold = self.settings.wape_threshold
+        if model_forecast is not None:
+            if swapped:
+                reason = "new model swapped in"
+            elif last_wape is None:
+                reason = "previous WAPE not assessable"
+            elif last_wape <= threshold:
+                reason = f"previous WAPE {last_wape:.3f} <= {threshold:g}"
+            else:
+                return self._fallback(now_s, f"previous WAPE {last_wape:.3f} > {threshold:g}", last_wape)
+            return Forecast(
+                now_s, model_forecast.rates_rps, model_forecast.model, reason, last_wape, self._poor_streak
+            )
+        return self._fallback(now_s, model_problem, last_wape)
+
+    def _judge_previous(self) -> float | None:
+        """WAPE of the previous ARIMA forecast on the observed buckets it covered; updates the streak."""
+        previous = self._last_model_forecast
+        if previous is None:
+            return None
+        times_s = previous.times_s
+        grid = self._grid
+        centres_s = grid.centres_s(grid.first, grid.end)
+        covered = (centres_s >= times_s[0]) & (centres_s <= times_s[-1]) & grid.observed
+        score = wape(grid.values[covered], np.interp(centres_s[covered], times_s, previous.rates_rps))
+        if score is not None:
+            self._poor_streak = self._poor_streak + 1 if score > self.settings.wape_threshold else 0
+        return score
+
+    # -- the model -----------------------------------------------------------------------------------
+
+    def _feed_model(self) -> None:
+        """Give the model the buckets that became final since it was last fed, each exactly once."""
+        grid = self._grid
+        if self._model is None or grid.end <= self._fed_until:
+            return
+        if self._fed_until < grid.first:
+            self._drop_model("the model fell behind the retained history")
+            return
+        values, _ = grid.since(grid.first)
+        times_s = grid.centres_s(grid.first, grid.end)
+        try:
+            self._model = advance(self._model, values, times_s, grid.end - self._fed_until, self._max_buckets)
+        except Exception as exc:
+            log.warning("forecast_update_failed", error=repr(exc), exc_info=True)
+            self._drop_model(f"update failed: {exc!r}")
+            self._back_off(f"update failed: {exc!r}")
+            return
+        self._fed_until = grid.end
+
+    def _model_forecast(self, now_s: float) -> tuple[Forecast | None, str]:
+        """The model's per-second forecast, or None and why there is none."""
+        if self._model is None:
+            return None, self._why_no_model()
+        grid = self._grid
+        targets_s = now_s + 1.0 + np.arange(self.settings.horizon_steps)
+        steps = max(1, int(np.ceil((targets_s[-1] - grid.end * grid.resolution_s) / grid.resolution_s)) + 1)
+        future_s = grid.centres_s(grid.end, grid.end + steps)
+        try:
+            future = predict(self._model, future_s)
+        except Exception as exc:
+            log.warning("forecast_predict_failed", error=repr(exc), exc_info=True)
+            return None, f"arima predict failed: {exc!r}"
+        # Anchor on the last final bucket so the first seconds join the observed level.
+        anchor_s = grid.centres_s(grid.end - 1, grid.end)
+        rates = np.interp(
+            targets_s, np.concatenate((anchor_s, future_s)), np.concatenate((grid.values[-1:], future))
+        )
+        forecast = Forecast(now_s, np.clip(rates, 0.0, None), self._model.label, "", None, self._poor_streak)
+        return forecast, ""
+
+    def _why_no_model(self) -> str:
+        span_s, needed_s = self._grid.span_s, self.settings.min_history_s
+        if self._pending is not None:
+            return f"no model yet: {self._pending.kind} fit running since {self._pending.submitted_s:g} s"
+        if span_s < needed_s:
+            return f"no model yet: history {span_s:.0f} s < {needed_s:.0f} s"
+        return f"no model ({self._setback}); next fit attempt at iteration {self._next_fit_iteration}"
+
+    def _drop_model(self, why: str) -> None:
+        if self._model is not None:
+            log.warning("forecast_model_dropped", reason=why)
+        self._model, self._setback = None, why
+        self._last_model_forecast = None
+        self._poor_streak = 0
+
+    def _back_off(self, why: str) -> None:
+        """A fit or update went wrong: wait retrain_after_poor iterations before the next fit."""
+        self._setback = why
+        self._next_fit_iteration = self._iteration + self.settings.retrain_after_poor
+
+    # -- background fits -----------------------------------------------------------------------------
+
+    def _submit_fit_if_due(self, now_s: float) -> bool:
+        """Submit the first fit or a retrain when due; True when a fit finished at once and was swapped in."""
+        settings = self.settings
+        if self._pending is not None or self._iteration < self._next_fit_iteration:
+            return False
+        if self._model is None:
+            if self._grid.span_s < settings.min_history_s:
+                return False
+            kind = "first"
+        elif self._poor_streak >= settings.retrain_after_poor or self._retrain_wanted:
+            kind = "retrain"
+        else:
+            return False
+        grid = self._grid
+        values = grid.values[-self._max_buckets :].copy()
+        times_s = grid.centres_s(grid.end - values.size, grid.end)
+        args = (self._fit, values, times_s, settings.resolution_s, settings.seasonal_period_s)
+        try:
+            future = self._executor.submit(fit_model, *args, settings.fourier_order)
+        except Exception as exc:
+            log.error("forecast_fit_not_submitted", kind=kind, error=repr(exc))
+            self._back_off(f"{kind} fit not submitted: {exc!r}")
+            return False
+        self._pending = _PendingFit(future, kind, now_s, grid.end, grid.epoch)
+        log.info(
+            "forecast_fit_submitted",
+            kind=kind,
+            now_s=now_s,
+            buckets=values.size,
+            poor_streak=self._poor_streak,
+        )
+        return self._take_finished_fit(now_s)
+
+    def _take_finished_fit(self, now_s: float) -> bool:
+        """Swap in a finished fit (True), abandon one past its timeout, log one that failed."""
+        pending = self._pending
+        if pending is None:
+            return False
+        if not pending.future.done():
+            if now_s - pending.submitted_s > self.settings.fit_timeout_s:
+                pending.future.cancel()
+                self._pending = None
+                log.warning(
+                    "forecast_fit_abandoned",
+                    kind=pending.kind,
+                    submitted_s=pending.submitted_s,
+                    now_s=now_s,
+                    timeout_s=self.settings.fit_timeout_s,
+                )
+                self._back_off(f"{pending.kind} fit abandoned after {self.settings.fit_timeout_s:g} s")
+            return False
+        self._pending = None
+        try:
+            model = pending.future.result()
+        except Exception as exc:
+            log.error("forecast_fit_failed", kind=pending.kind, error=repr(exc))
+            self._back_off(f"{pending.kind} fit failed: {exc!r}")
+            return False
+        if pending.epoch != self._grid.epoch:
+            log.warning("forecast_fit_discarded", kind=pending.kind, reason="history restarted since")
+            return False
+        self._model, self._fed_until = model, pending.end_bucket
+        self._poor_streak, self._last_model_forecast, self._retrain_wanted = 0, None, False
+        log.info("forecast_model_swapped", kind=pending.kind, model=model.label, now_s=now_s)
+        self._feed_model()  # the buckets that arrived while it was fitting
+        return self._model is not None
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Wait up to timeout_s for a pending fit to finish (for tests and shutdown); True when none runs."""
+        pending = self._pending
+        return pending is None or bool(wait([pending.future], timeout=timeout_s).done)
+
+    def close(self) -> None:
+        """Stop the executor this forecaster created (an injected executor is the caller's to stop)."""
+        if self._owns_executor:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+
+    # -- fallback ------------------------------------------------------------------------------------
+
+    def _fallback(self, now_s: float, reason: str, last_wape: float | None) -> Forecast:
+        """The linear trend over the last linear_window_s of observed buckets (naive under two)."""
+        grid = self._grid
+        start = max(grid.first, grid.end - self.settings.buckets(self.settings.linear_window_s))
+        values, observed = grid.since(start)
+        times_s = grid.centres_s(start, grid.end)[observed]
+        targets_s = now_s + 1.0 + np.arange(self.settings.horizon_steps)
+        if observed.sum() >= 2:
+            rates, model = linear_trend_forecast(times_s, values[observed], targets_s), "linear"
+        else:
+            rates, model = naive_forecast(values, len(targets_s)), "naive"
+        return Forecast(now_s, rates, model, reason, last_wape, self._poor_streak)
+
+    # -- persistence ---------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a restarted daemon needs; JSON-serialisable except `model` (pickled bytes or None).
+
+        A fit in flight is not saved: the restored forecaster submits it again at its first iteration.
+        """
+        return {
+            "version": STATE_VERSION,
+            "grid": self._grid.state_dict(),
+            "model": None if self._model is None else pickle.dumps(self._model),
+            "fed_until": self._fed_until,
+            "iteration": self._iteration,
+            "next_fit_iteration": self._next_fit_iteration,
+            "fit_in_flight": self._pending is not None or self._retrain_wanted,
+            "poor_streak": self._poor_streak,
+            "setback": self._setback,
+            "last_model_forecast": None
+            if self._last_model_forecast is None
+            else self._last_model_forecast.to_dict(),
+            "last_forecast": None if self._last_forecast is None else self._last_forecast.to_dict(),
+        }
+
+    @classmethod
+    def from_state(
+        cls,
+        state: dict[str, Any],
+        settings: ForecastSettings,
+        executor: Executor | None = None,
+        fit: FitFunction | None = None,
+    ) -> WorkloadForecaster:
+        """A forecaster that continues where the one that produced `state` stopped (trusted input only)."""
+        if state.get("version") != STATE_VERSION:
+            raise ValueError(f"unknown forecaster state version {state.get('version')!r}")
+        forecaster = cls(settings, executor=executor, fit=fit)
+        forecaster._grid.load_state(state["grid"])
+        forecaster._model = None if state["model"] is None else pickle.loads(state["model"])
+        forecaster._fed_until = int(state["fed_until"])
+        forecaster._iteration = int(state["iteration"])
+        forecaster._next_fit_iteration = int(state["next_fit_iteration"])
+        if state["fit_in_flight"]:
+            forecaster._next_fit_iteration = forecaster._iteration
+            forecaster._retrain_wanted = forecaster._model is not None
+        forecaster._poor_streak = int(state["poor_streak"])
+        forecaster._setback = str(state["setback"])
+        for name in ("last_model_forecast", "last_forecast"):
+            if state[name] is not None:
+                setattr(forecaster, f"_{name}", Forecast.from_dict(state[name]))
+        return forecaster
+
+    @property
+    def last_forecast(self) -> Forecast | None:
+        return self._last_forecast

@@ -1,0 +1,115 @@
+"""The forecaster's settings and the immutable forecast it hands to the loop."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ForecastSettings:
+    """Knobs of the workload forecaster; every duration is in seconds.
+
+    resolution_s: the model works on buckets of this size (1-s ARIMA is slow and noisy); forecasts are
+        interpolated back to one value per second.
+    horizon_s: how far ahead each forecast reaches (Daedalus: 15 minutes).
+    min_history_s: the first ARIMA fit waits for this much history; the linear fallback serves before.
+    max_history_s: the most history a fit or the model's data cover, because pmdarima's update() refits
+        over all the data it holds and would otherwise slow down every iteration.
+    wape_threshold: a previous ARIMA forecast with a WAPE above this is not trusted for one iteration.
+    retrain_after_poor: that many consecutive poor iterations retrain the model in the background; it is
+        also the number of iterations a failed or abandoned fit waits before the next attempt.
+    linear_window_s: the linear fallback fits its trend on the observed buckets of this last span.
+    seasonal_period_s: None (no seasonality), a period in seconds, or "auto" (the ACF peak of the fit's
+        history); seasonal terms enter a fit only when its history covers at least two periods.
+    fit_timeout_s: a background fit pending longer than this (loop time) is abandoned, the old model kept.
+    max_interpolated_gap_s: gaps up to this long are interpolated linearly; longer ones hold the last value.
+        Both kinds are marked as not observed, so neither WAPE nor the fallback's trend uses them.
+    fourier_order: sine/cosine pairs per seasonal period (exogenous Fourier terms, not a seasonal ARIMA).
+    """
+
+    resolution_s: float = 10.0
+    horizon_s: float = 900.0
+    min_history_s: float = 1800.0
+    max_history_s: float = 14400.0
+    wape_threshold: float = 0.25
+    retrain_after_poor: int = 15
+    linear_window_s: float = 600.0
+    seasonal_period_s: float | str | None = None
+    fit_timeout_s: float = 300.0
+    max_interpolated_gap_s: float = 120.0
+    fourier_order: int = 2
+
+    def __post_init__(self) -> None:
+        positive = ("resolution_s", "horizon_s", "max_history_s", "wape_threshold", "linear_window_s")
+        for name in positive:
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
+        if not 0 <= self.min_history_s <= self.max_history_s:
+            raise ValueError("min_history_s must be within 0..max_history_s")
+        if self.retrain_after_poor < 1 or self.fourier_order < 1:
+            raise ValueError("retrain_after_poor and fourier_order must be >= 1")
+        if self.fit_timeout_s <= 0 or self.max_interpolated_gap_s < 0:
+            raise ValueError("fit_timeout_s must be > 0 and max_interpolated_gap_s >= 0")
+        period = self.seasonal_period_s
+        if not (period is None or period == "auto" or (isinstance(period, int | float) and period > 0)):
+            raise ValueError(f"seasonal_period_s must be None, 'auto' or > 0, got {period!r}")
+
+    @property
+    def horizon_steps(self) -> int:
+        """Number of per-second values in a forecast."""
+        return math.ceil(self.horizon_s)
+
+    def buckets(self, span_s: float) -> int:
+        """Number of whole buckets in `span_s` (at least one)."""
+        return max(1, math.ceil(span_s / self.resolution_s - 1e-9))
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """One iteration's forecast: per-second rates for seconds start_s+1 .. start_s+horizon.
+
+    last_wape is the WAPE of the previous ARIMA forecast (also computed when the fallback was served,
+    so that the poor streak measures the model rather than the fallback); None when not assessable.
+    """
+
+    start_s: float
+    rates_rps: np.ndarray
+    model: str
+    reason: str
+    last_wape: float | None
+    poor_streak: int
+
+    def __post_init__(self) -> None:
+        rates = np.array(self.rates_rps, dtype=float)
+        rates.setflags(write=False)
+        object.__setattr__(self, "rates_rps", rates)
+
+    @property
+    def times_s(self) -> np.ndarray:
+        """The second each rate belongs to."""
+        return self.start_s + 1.0 + np.arange(len(self.rates_rps))
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-serialisable form (for the knowledge store)."""
+        return {
+            "start_s": self.start_s,
+            "rates_rps": self.rates_rps.tolist(),
+            "model": self.model,
+            "reason": self.reason,
+            "last_wape": self.last_wape,
+            "poor_streak": self.poor_streak,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Forecast:
+        return cls(
+            start_s=float(data["start_s"]),
+            rates_rps=np.asarray(data["rates_rps"], dtype=float),
+            model=str(data["model"]),
+            reason=str(data["reason"]),
+            last_wape=None if data["last_wape"] is None else float(data["last_wape"]),
+            poor_streak=int(data["poor_streak"]),
+        )

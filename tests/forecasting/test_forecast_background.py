@@ -1,0 +1,166 @@
+"""Fits run off the loop: the loop never waits, and failures or hangs leave a working forecaster."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from structlog.testing import capture_logs
+
+from forecasting.executor import InlineExecutor
+from forecasting.online import WorkloadForecaster
+from forecasting.types import ForecastSettings
+from tests.forecasting.fakes import BlockingFit, ConstantModel, Driver, PersistenceModel, RecordingFit
+
+SETTINGS = ForecastSettings(
+    resolution_s=10.0, horizon_s=300.0, min_history_s=300.0, max_history_s=1200.0, linear_window_s=120.0
+)
+WAIT_S = 30.0  # generous bound for waits on events; a healthy run takes milliseconds
+
+
+def flat(level: float):
+    return lambda t: np.full(t.shape, level)
+
+
+def bad_then_good(y, call):
+    """The first model is always 100% off (forces a retrain); the retrained one tracks the data."""
+    return ConstantModel(y, level=0.0) if call == 1 else PersistenceModel(y)
+
+
+def test_a_blocked_retrain_never_blocks_forecast_and_is_swapped_in_after_release():
+    fit = BlockingFit(make=bad_then_good, block_from=2)
+    forecaster = WorkloadForecaster(replace(SETTINGS, fit_timeout_s=3600.0), fit=fit)  # a real thread pool
+    driver = Driver(forecaster, lambda t: 1000 + 0.1 * t)
+    try:
+        while not driver.step().reason.startswith("no model yet: first fit running"):
+            pass
+        assert forecaster.wait_idle(WAIT_S)
+        assert driver.step().model == "constantmodel"
+        for _ in range(15):
+            driver.step()
+        assert fit.started.wait(WAIT_S)  # the retrain is running and blocked
+        while_blocked = [driver.step() for _ in range(5)]
+        assert not fit.finished.is_set()  # all five returned while the fit was still blocked
+        assert not forecaster.wait_idle(0.01)
+        assert [f.model for f in while_blocked] == ["linear"] * 5  # the old model's forecasts are poor
+        assert [f.poor_streak for f in while_blocked] == [16, 17, 18, 19, 20]
+        fit.release()
+        assert forecaster.wait_idle(WAIT_S)
+        swapped = driver.step()
+        assert (swapped.model, swapped.reason, swapped.poor_streak) == (
+            "persistencemodel",
+            "new model swapped in",
+            0,
+        )
+        retrained = fit.models[-1]
+        assert (
+            retrained.update_sizes[0] >= 6 * 6
+        )  # caught up on the buckets that arrived while it was blocked
+        assert retrained.received[-1] == pytest.approx(1000 + 0.1 * (driver.now_s - 5), abs=0.5)
+        assert swapped.rates_rps[0] == pytest.approx(retrained.received[-1])
+        assert len(fit.calls) == 2
+    finally:
+        fit.release()
+        forecaster.close()
+
+
+def failing_once(y, call):
+    if call == 1:
+        raise RuntimeError("no convergence")
+    return PersistenceModel(y)
+
+
+def test_a_failing_fit_leaves_the_fallback_and_is_retried_later():
+    fit = RecordingFit(make=failing_once)
+    driver = Driver(WorkloadForecaster(SETTINGS, executor=InlineExecutor(), fit=fit), flat(900.0))
+    with capture_logs() as logs:
+        forecasts = [driver.step() for _ in range(25)]
+    failed_at = next(i for i, f in enumerate(forecasts) if "fit failed" in f.reason)
+    assert forecasts[failed_at].model == "linear"
+    assert forecasts[failed_at].reason == (
+        f"no model (first fit failed: RuntimeError('no convergence')); next fit attempt at iteration {failed_at + 16}"
+    )
+    assert any(e["event"] == "forecast_fit_failed" and e["log_level"] == "error" for e in logs)
+    assert len(fit.calls) == 2
+    assert (
+        forecasts[failed_at + 15].reason == "new model swapped in"
+    )  # retried after retrain_after_poor iterations
+    assert all(f.model == "linear" for f in forecasts[failed_at : failed_at + 15])
+
+
+class UpdateFails(PersistenceModel):
+    def update(self, y, X=None):
+        raise np.linalg.LinAlgError("singular")
+
+
+class PredictFails(PersistenceModel):
+    def predict(self, n_periods, X=None):
+        raise ValueError("bad exog")
+
+
+def test_a_failing_update_drops_the_model_and_the_loop_carries_on():
+    fit = RecordingFit(make=lambda y, call: UpdateFails(y) if call == 1 else PersistenceModel(y))
+    driver = Driver(WorkloadForecaster(SETTINGS, executor=InlineExecutor(), fit=fit), flat(900.0))
+    while driver.step().model != "updatefails":
+        pass
+    after = driver.step()
+    assert after.model == "linear"
+    assert after.reason.startswith("no model (update failed: LinAlgError('singular'))")
+    later = [driver.step() for _ in range(15)]
+    assert later[-1].model == "persistencemodel"
+    assert len(fit.calls) == 2
+
+
+def test_a_failing_predict_falls_back_for_that_iteration_and_keeps_the_model():
+    fit = RecordingFit(make=lambda y, call: PredictFails(y))
+    driver = Driver(WorkloadForecaster(SETTINGS, executor=InlineExecutor(), fit=fit), flat(900.0))
+    forecasts = [driver.step() for _ in range(8)]
+    assert forecasts[-1].model == "linear"
+    assert forecasts[-1].reason == "arima predict failed: ValueError('bad exog')"
+    assert len(fit.calls) == 1
+    assert len(fit.models[0].received) == 8 * 6  # still updated every iteration
+
+
+def test_a_fit_past_its_timeout_is_abandoned_and_its_late_result_ignored():
+    fit = BlockingFit(block_from=1)
+    forecaster = WorkloadForecaster(replace(SETTINGS, fit_timeout_s=120.0), fit=fit)
+    driver = Driver(forecaster, flat(900.0))
+    try:
+        while not driver.step().reason.startswith("no model yet: first fit running since"):
+            pass
+        submitted_s = driver.now_s
+        assert fit.started.wait(WAIT_S)
+        with capture_logs() as logs:
+            while driver.now_s - submitted_s <= 120:
+                assert driver.step().reason == f"no model yet: first fit running since {submitted_s} s"
+            abandoned = driver.step()  # more than 120 s of loop time later
+        assert abandoned.reason.startswith("no model (first fit abandoned after 120 s)")
+        assert [e["event"] for e in logs if e["log_level"] == "warning"] == ["forecast_fit_abandoned"]
+        fit.release()
+        assert fit.finished.wait(WAIT_S)
+        forecaster.wait_idle(WAIT_S)
+        assert driver.step().model == "linear"  # the abandoned result is not swapped in
+    finally:
+        fit.release()
+        forecaster.close()
+
+
+def test_a_fit_returning_garbage_does_not_break_forecast():
+    fit = RecordingFit(make=lambda y, call: object())
+    driver = Driver(WorkloadForecaster(SETTINGS, executor=InlineExecutor(), fit=fit), flat(900.0))
+    forecasts = [driver.step() for _ in range(8)]
+    assert all(f.rates_rps.shape == (300,) for f in forecasts)
+    assert forecasts[-1].model == "linear"
+
+
+def test_inline_executor_runs_at_once_and_keeps_exceptions_in_the_future():
+    executor = InlineExecutor()
+    assert executor.submit(lambda a, b: a + b, 2, b=3).result(timeout=0) == 5
+
+    def boom():
+        raise KeyError("x")
+
+    future = executor.submit(boom)
+    assert future.done()
+    assert isinstance(future.exception(timeout=0), KeyError)
