@@ -98,10 +98,11 @@ class ScalingConfig(Section):
 class RecoveryConfig(Section):
     target_s: float = Field(600.0, gt=0, description="Recovery-time target a scale-out must meet.")
     anomaly_k: float = Field(
-        1.0,
+        2.5,
         gt=0,
-        description="Observed recovery: (workload - throughput) is anomalous beyond k standard "
-        "deviations of its normal behaviour (Daedalus: 1).",
+        description="Observed recovery: (workload - throughput) is anomalous beyond k standard deviations of "
+        "its normal behaviour. Daedalus used 1; on the recorded Flink rescale the throughput meter lags the "
+        "workload by ~14 s, and k=1 reported recovery at 391 s where the data show 68 s (k=2.5 finds 68 s).",
     )
     observe_timeout_s: float = Field(
         1800.0,
