@@ -142,6 +142,15 @@ class ForecastConfig(Section):
         None, description="Seasonality: null (none), a period in seconds, or 'auto' (detected from history)."
     )
     fit_timeout_s: float = Field(300.0, gt=0, description="A background fit taking longer is abandoned.")
+    max_interpolated_gap_s: float = Field(
+        120.0,
+        ge=0,
+        description="Gaps in the input rate up to this long are interpolated; longer ones hold the "
+        "last value (neither counts as observed for WAPE or the fallback).",
+    )
+    fourier_order: int = Field(
+        2, ge=1, description="Sine/cosine pairs per seasonal period (exogenous terms)."
+    )
 
 
 class CapacityConfig(Section):

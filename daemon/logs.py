@@ -13,17 +13,16 @@ LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNI
 
 def configure_logging(level: str = "info", fmt: str = "json", stream: TextIO | None = None) -> None:
     """Route every structlog event to `stream` (stdout by default) with a UTC timestamp."""
-    renderer = (
-        structlog.processors.JSONRenderer(sort_keys=False)
+    renderers = (
+        [structlog.processors.dict_tracebacks, structlog.processors.JSONRenderer(sort_keys=False)]
         if fmt == "json"
-        else structlog.dev.ConsoleRenderer(colors=False)
+        else [structlog.dev.ConsoleRenderer(colors=False)]
     )
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.dict_tracebacks,
-            renderer,
+            *renderers,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(LEVELS[level]),
         logger_factory=structlog.PrintLoggerFactory(file=stream or sys.stdout),

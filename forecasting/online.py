@@ -16,7 +16,9 @@ pmdarima update() is a refit, so all buckets that became final are fed in one up
 
 from __future__ import annotations
 
+import contextlib
 import pickle
+import traceback
 from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +35,12 @@ from forecasting.types import Forecast, ForecastSettings
 log = structlog.get_logger(__name__)
 
 STATE_VERSION = 1
+
+
+def _emit(level: str, event: str, **fields: Any) -> None:
+    """Log an event; a broken logging set-up (closed stream, failing renderer) must not stop the loop."""
+    with contextlib.suppress(Exception):
+        getattr(log, level)(event, **fields)
 
 
 @dataclass(frozen=True)
@@ -89,7 +97,7 @@ class WorkloadForecaster:
         epoch = self._grid.epoch
         self._grid.add(timestamps_s, rates_rps)
         if self._grid.epoch != epoch:
-            log.warning("forecast_history_restarted", gap_over_s=self.settings.max_history_s)
+            _emit("warning", "forecast_history_restarted", gap_over_s=self.settings.max_history_s)
             self._drop_model("history restarted after a long gap")
 
     # -- one iteration -------------------------------------------------------------------------------
@@ -99,7 +107,6 @@ class WorkloadForecaster:
         try:
             forecast = self._iterate(now_s)
         except Exception as exc:  # a bug here must not stop the loop: hold the last level
-            log.exception("forecast_failed", now_s=now_s)
             values, _ = self._grid.since(self._grid.first)
             forecast = Forecast(
                 start_s=now_s,
@@ -109,6 +116,7 @@ class WorkloadForecaster:
                 last_wape=None,
                 poor_streak=self._poor_streak,
             )
+            _emit("error", "forecast_failed", now_s=now_s, error=repr(exc), traceback=traceback.format_exc())
         self._last_forecast = forecast
         return forecast
 
@@ -164,7 +172,7 @@ class WorkloadForecaster:
         try:
             self._model = advance(self._model, values, times_s, grid.end - self._fed_until, self._max_buckets)
         except Exception as exc:
-            log.warning("forecast_update_failed", error=repr(exc), exc_info=True)
+            _emit("warning", "forecast_update_failed", error=repr(exc))
             self._drop_model(f"update failed: {exc!r}")
             self._back_off(f"update failed: {exc!r}")
             return
@@ -181,7 +189,7 @@ class WorkloadForecaster:
         try:
             future = predict(self._model, future_s)
         except Exception as exc:
-            log.warning("forecast_predict_failed", error=repr(exc), exc_info=True)
+            _emit("warning", "forecast_predict_failed", error=repr(exc))
             return None, f"arima predict failed: {exc!r}"
         # Anchor on the last final bucket so the first seconds join the observed level.
         anchor_s = grid.centres_s(grid.end - 1, grid.end)
@@ -201,7 +209,7 @@ class WorkloadForecaster:
 
     def _drop_model(self, why: str) -> None:
         if self._model is not None:
-            log.warning("forecast_model_dropped", reason=why)
+            _emit("warning", "forecast_model_dropped", reason=why)
         self._model, self._setback = None, why
         self._last_model_forecast = None
         self._poor_streak = 0
@@ -233,11 +241,12 @@ class WorkloadForecaster:
         try:
             future = self._executor.submit(fit_model, *args, settings.fourier_order)
         except Exception as exc:
-            log.error("forecast_fit_not_submitted", kind=kind, error=repr(exc))
+            _emit("error", "forecast_fit_not_submitted", kind=kind, error=repr(exc))
             self._back_off(f"{kind} fit not submitted: {exc!r}")
             return False
         self._pending = _PendingFit(future, kind, now_s, grid.end, grid.epoch)
-        log.info(
+        _emit(
+            "info",
             "forecast_fit_submitted",
             kind=kind,
             now_s=now_s,
@@ -255,7 +264,8 @@ class WorkloadForecaster:
             if now_s - pending.submitted_s > self.settings.fit_timeout_s:
                 pending.future.cancel()
                 self._pending = None
-                log.warning(
+                _emit(
+                    "warning",
                     "forecast_fit_abandoned",
                     kind=pending.kind,
                     submitted_s=pending.submitted_s,
@@ -268,15 +278,15 @@ class WorkloadForecaster:
         try:
             model = pending.future.result()
         except Exception as exc:
-            log.error("forecast_fit_failed", kind=pending.kind, error=repr(exc))
+            _emit("error", "forecast_fit_failed", kind=pending.kind, error=repr(exc))
             self._back_off(f"{pending.kind} fit failed: {exc!r}")
             return False
         if pending.epoch != self._grid.epoch:
-            log.warning("forecast_fit_discarded", kind=pending.kind, reason="history restarted since")
+            _emit("warning", "forecast_fit_discarded", kind=pending.kind, reason="history restarted since")
             return False
         self._model, self._fed_until = model, pending.end_bucket
         self._poor_streak, self._last_model_forecast, self._retrain_wanted = 0, None, False
-        log.info("forecast_model_swapped", kind=pending.kind, model=model.label, now_s=now_s)
+        _emit("info", "forecast_model_swapped", kind=pending.kind, model=model.label, now_s=now_s)
         self._feed_model()  # the buckets that arrived while it was fitting
         return self._model is not None
 

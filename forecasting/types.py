@@ -17,7 +17,8 @@ class ForecastSettings:
     horizon_s: how far ahead each forecast reaches (Daedalus: 15 minutes).
     min_history_s: the first ARIMA fit waits for this much history; the linear fallback serves before.
     max_history_s: the most history a fit or the model's data cover, because pmdarima's update() refits
-        over all the data it holds and would otherwise slow down every iteration.
+        over all the data it holds and would otherwise slow down every iteration. A gap in the data longer
+        than this restarts the history (and drops the model): what came before no longer describes the present.
     wape_threshold: a previous ARIMA forecast with a WAPE above this is not trusted for one iteration.
     retrain_after_poor: that many consecutive poor iterations retrain the model in the background; it is
         also the number of iterations a failed or abandoned fit waits before the next attempt.

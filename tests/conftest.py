@@ -7,9 +7,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import structlog
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data" / "daedalus"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_structlog():
+    """A test that configures logging (the CLI does) must not leak its stream or level into the next."""
+    yield
+    structlog.reset_defaults()
 
 
 @pytest.fixture(scope="session")

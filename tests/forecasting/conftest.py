@@ -7,7 +7,7 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 
-@pytest.fixture(autouse=True, scope="session")
+@pytest.fixture(autouse=True, scope="module")
 def single_blas_thread():
     with threadpool_limits(limits=1, user_api="blas"):
         yield

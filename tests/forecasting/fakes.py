@@ -12,10 +12,9 @@ import numpy as np
 class PersistenceModel:
     """Predicts its last value; records every bucket it receives (fit data first, then updates)."""
 
-    def __init__(self, y: np.ndarray, tag: str = "first") -> None:
+    def __init__(self, y: np.ndarray) -> None:
         self.received = [float(v) for v in y]
         self.update_sizes: list[int] = []
-        self.tag = tag
 
     def update(self, y: np.ndarray, X: np.ndarray | None = None) -> None:
         self.received.extend(float(v) for v in y)
@@ -52,7 +51,10 @@ class RecordingFit:
 
 
 class BlockingFit(RecordingFit):
-    """Fits from call `block_from` on wait until the test calls release(); `started` tells when one runs."""
+    """Fits from call `block_from` on wait until the test calls release().
+
+    `started` is set when such a fit begins waiting, `finished` when it has returned its model.
+    """
 
     def __init__(self, make=None, block_from: int = 2) -> None:
         super().__init__(make)
@@ -65,12 +67,14 @@ class BlockingFit(RecordingFit):
         self._gate.set()
 
     def __call__(self, y: np.ndarray, X: np.ndarray | None = None) -> object:
-        if len(self.calls) + 1 >= self.block_from:
+        blocks = len(self.calls) + 1 >= self.block_from
+        if blocks:
             self.started.set()
             if not self._gate.wait(timeout=30):
                 raise TimeoutError("the test never released the fit")
         model = super().__call__(y, X)
-        self.finished.set()
+        if blocks:
+            self.finished.set()
         return model
 
 
@@ -109,3 +113,11 @@ class Driver:
         self.now_s += seconds
         self.forecaster.observe(stamps, self.level(stamps))
         return self.forecaster.forecast(float(self.now_s))
+
+    def step_until(self, accept: Callable[[object], bool], max_steps: int = 60):
+        """Step until a forecast satisfies `accept`; fails the test instead of looping forever."""
+        for _ in range(max_steps):
+            forecast = self.step()
+            if accept(forecast):
+                return forecast
+        raise AssertionError(f"no accepted forecast in {max_steps} steps; last: {forecast}")

@@ -11,7 +11,7 @@ from forecasting.executor import InlineExecutor
 from forecasting.grid import BucketGrid
 from forecasting.online import WorkloadForecaster
 from forecasting.types import ForecastSettings
-from tests.forecasting.fakes import ConstantModel, Driver, ManualExecutor, PersistenceModel, RecordingFit
+from tests.forecasting.fakes import ConstantModel, Driver, ManualExecutor, RecordingFit
 
 SETTINGS = ForecastSettings(
     resolution_s=10.0, horizon_s=300.0, min_history_s=300.0, max_history_s=1200.0, linear_window_s=120.0
@@ -79,8 +79,7 @@ def test_each_final_bucket_reaches_the_model_exactly_once_in_order():
 
 def test_a_poor_previous_forecast_switches_to_the_linear_fallback_for_one_iteration():
     driver = Driver(WorkloadForecaster(SETTINGS, executor=InlineExecutor(), fit=RecordingFit()), flat(1000.0))
-    while driver.step().model != "persistencemodel":
-        pass
+    driver.step_until(lambda f: f.model == "persistencemodel")
     shift_s = driver.now_s + 60
     driver.level = lambda t: np.where(t >= shift_s, 2000.0, 1000.0)  # doubles from the next bucket on
     driver.step()
@@ -95,8 +94,7 @@ def test_a_poor_previous_forecast_switches_to_the_linear_fallback_for_one_iterat
 @pytest.mark.parametrize(("new_level", "model"), [(800.0, "persistencemodel"), (790.0, "linear")])
 def test_the_threshold_itself_still_trusts_the_model(new_level, model):
     driver = Driver(WorkloadForecaster(SETTINGS, executor=InlineExecutor(), fit=RecordingFit()), flat(1000.0))
-    while driver.step().model != "persistencemodel":
-        pass
+    driver.step_until(lambda f: f.model == "persistencemodel")
     shift_s = driver.now_s + 60
     driver.level = lambda t: np.where(t >= shift_s, new_level, 1000.0)
     driver.step()
@@ -110,8 +108,7 @@ def test_fifteen_poor_iterations_submit_exactly_one_retrain():
     fit = RecordingFit(make=lambda y, call: ConstantModel(y, level=0.0))  # always 100% off
     forecaster = WorkloadForecaster(replace(SETTINGS, fit_timeout_s=3600.0), executor=executor, fit=fit)
     driver = Driver(forecaster, flat(1000.0))
-    while executor.submitted == 0:
-        driver.step()
+    driver.step_until(lambda f: executor.submitted == 1)
     executor.run_all()
     assert driver.step().reason == "new model swapped in"
     streaks = []
@@ -138,14 +135,12 @@ def test_fifteen_poor_iterations_submit_exactly_one_retrain():
 def test_a_long_gap_restarts_history_and_drops_the_model():
     fit = RecordingFit()
     driver = Driver(WorkloadForecaster(SETTINGS, executor=InlineExecutor(), fit=fit), flat(1000.0))
-    while driver.step().model != "persistencemodel":
-        pass
+    driver.step_until(lambda f: f.model == "persistencemodel")
     driver.now_s += 1500  # nothing for longer than max_history_s
     after_gap = driver.step()
     assert after_gap.model == "linear"
     assert after_gap.reason.startswith("no model yet: history")
-    while driver.step().model != "persistencemodel":
-        pass
+    driver.step_until(lambda f: f.model == "persistencemodel")
     assert len(fit.calls) == 2
     assert fit.calls[1] * 10.0 < 400  # fitted on the new history only
 
@@ -155,7 +150,3 @@ def test_settings_are_validated():
         ForecastSettings(min_history_s=5000.0, max_history_s=1000.0)
     with pytest.raises(ValueError, match="seasonal_period_s"):
         ForecastSettings(seasonal_period_s="weekly")
-
-
-class PlainModel(PersistenceModel):
-    """Same as the persistence model under another name."""
