@@ -203,6 +203,9 @@ class CapacityModel:
     ) -> CapacityEstimate:
         """Capacity for every scale-out 1..max; remembers the current one as 'observed'.
 
+        Unseen scale-outs, and seen ones known only from low-load estimates while a reliable one exists,
+        are extrapolated from the average worker of the nearest reliably observed scale-out.
+
         A saturated job (backlog it cannot drain) shows its capacity directly as its throughput.
         """
         if saturated and windows:
@@ -219,12 +222,12 @@ class CapacityModel:
             )
         per_scaleout: dict[int, float] = {}
         sources: dict[int, str] = {}
+        trusted = {n for n, seen in self.observed.items() if seen.reliable} or set(self.observed)
         for scaleout in range(1, max_scaleout + 1):
-            seen = self.observed.get(scaleout)
-            if seen is not None:
-                per_scaleout[scaleout], sources[scaleout] = seen.capacity_rps, "observed"
+            if scaleout in trusted:
+                per_scaleout[scaleout], sources[scaleout] = self.observed[scaleout].capacity_rps, "observed"
                 continue
-            nearest = self._nearest_observed(scaleout)
+            nearest = min(trusted, key=lambda seen: (abs(seen - scaleout), seen), default=None)
             if nearest is not None:
                 per_worker_rps = self.observed[nearest].capacity_rps / nearest
                 per_scaleout[scaleout], sources[scaleout] = per_worker_rps * scaleout, "extrapolated"
@@ -251,11 +254,6 @@ class CapacityModel:
             seen.updated_s = now_s
             seen.estimates += 1
         return capacity_rps, method if reliable else f"{method}-low-load"
-
-    def _nearest_observed(self, scaleout: int) -> int | None:
-        if not self.observed:
-            return None
-        return min(self.observed, key=lambda seen: (abs(seen - scaleout), seen))
 
     # ---- persistence ----------------------------------------------------------------------------
     def to_dict(self) -> dict:

@@ -24,10 +24,21 @@ FitFunction = Callable[[np.ndarray, np.ndarray | None], object]
 """fit(y, X) -> a model with update(y, X=...) and predict(n_periods=..., X=...)."""
 
 
-def fit_auto_arima(y: np.ndarray, X: np.ndarray | None = None) -> ARIMA:
-    """The default fit: stepwise auto-ARIMA, non-seasonal (seasonality arrives as Fourier terms in X)."""
+def fit_auto_arima(y: np.ndarray, X: np.ndarray | None = None, max_d: int = 1) -> ARIMA:
+    """The default fit: stepwise auto-ARIMA, non-seasonal (seasonality arrives as Fourier terms in X).
+
+    `max_d` caps the differencing: with d = 2 the model extrapolates the load's curvature, and a ramp
+    then forecasts far above any level the workload reaches within 15 minutes.
+    """
     return pm.auto_arima(
-        y, X=X, seasonal=False, stepwise=True, suppress_warnings=True, error_action="ignore", n_jobs=1
+        y,
+        X=X,
+        seasonal=False,
+        stepwise=True,
+        max_d=max_d,
+        suppress_warnings=True,
+        error_action="ignore",
+        n_jobs=1,
     )
 
 

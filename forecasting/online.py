@@ -21,6 +21,7 @@ import pickle
 import traceback
 from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -64,7 +65,7 @@ class WorkloadForecaster:
         self.settings = settings
         self._owns_executor = executor is None
         self._executor = executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="forecast-fit")
-        self._fit = fit or fit_auto_arima
+        self._fit = fit or partial(fit_auto_arima, max_d=settings.max_differencing)
         self._max_buckets = settings.buckets(settings.max_history_s)
         # Enough for a fit that ends just before its timeout to catch up on what arrived meanwhile.
         retention_s = max(

@@ -29,12 +29,13 @@ class ForecastSettings:
     max_interpolated_gap_s: gaps up to this long are interpolated linearly; longer ones hold the last value.
         Both kinds are marked as not observed, so neither WAPE nor the fallback's trend uses them.
     fourier_order: sine/cosine pairs per seasonal period (exogenous Fourier terms, not a seasonal ARIMA).
+    max_differencing: the largest d auto-ARIMA may choose (d = 2 extrapolates curvature: see arima.py).
     """
 
     resolution_s: float = 10.0
     horizon_s: float = 900.0
     min_history_s: float = 1800.0
-    max_history_s: float = 14400.0
+    max_history_s: float = 7200.0
     wape_threshold: float = 0.25
     retrain_after_poor: int = 15
     linear_window_s: float = 600.0
@@ -42,6 +43,7 @@ class ForecastSettings:
     fit_timeout_s: float = 300.0
     max_interpolated_gap_s: float = 120.0
     fourier_order: int = 2
+    max_differencing: int = 1
 
     def __post_init__(self) -> None:
         positive = ("resolution_s", "horizon_s", "max_history_s", "wape_threshold", "linear_window_s")

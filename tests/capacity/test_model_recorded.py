@@ -106,3 +106,16 @@ def test_capacity_is_stable_across_a_sine_load_at_parallelism_2(recorded_metrics
     assert np.median(loaded_errors) < 0.05
     assert np.percentile(loaded_errors, 90) < 0.10
     assert abs(model.observed[2].capacity_rps - saturated_rps) / saturated_rps < 0.05
+
+
+def test_low_load_estimates_do_not_poison_extrapolation():
+    """A capacity seen only at low load is extrapolation noise: reliable knowledge elsewhere wins."""
+    model = CapacityModel()
+    model._remember(12, 3_500.0, 0.0, hottest_cpu=0.12, method="regression")  # idle job: unreliable
+    model._remember(2, 22_000.0, 60.0, hottest_cpu=0.8, method="regression")
+    estimate = model.estimate([], current_scaleout=2, max_scaleout=12, now_s=120.0)
+    assert estimate.per_scaleout_rps[12] == pytest.approx(12 * 11_000.0)
+    assert estimate.sources[12] == "extrapolated"
+    alone = CapacityModel()
+    alone._remember(12, 3_500.0, 0.0, hottest_cpu=0.12, method="regression")
+    assert alone.estimate([], 12, 12, 60.0).per_scaleout_rps[12] == 3_500.0  # better than nothing
