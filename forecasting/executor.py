@@ -10,8 +10,8 @@ from typing import Any
 class InlineExecutor(Executor):
     """Runs a submitted call immediately and returns a done Future.
 
-    For the simulator: fits then finish inside forecast(), so a run is deterministic (same input, same
-    output), at the price of the loop waiting for each fit.
+    For the simulator: forecast fits and recovery watches then finish inside the loop's call, so a run is
+    deterministic (same input, same output), at the price of the loop waiting for that work.
     """
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:

@@ -15,7 +15,7 @@ import math
 import threading
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -26,18 +26,6 @@ from recovery.normal import NormalBehaviour
 from recovery.tracker import SETTLE_SAMPLES, ObservedRecovery, RecoveryTracker
 
 _log = structlog.get_logger(__name__)
-
-
-class InlineExecutor(Executor):
-    """Runs each task at once in the caller's thread: the same code path, deterministic timing."""
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        future: Future[Any] = Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except BaseException as error:
-            future.set_exception(error)
-        return future
 
 
 class RecoveryMonitor:

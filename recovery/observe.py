@@ -7,7 +7,8 @@ both off the loop with a timeout and keeps their state for the knowledge store.
 
 from __future__ import annotations
 
-from recovery.monitor import InlineExecutor, RecoveryMonitor
+from forecasting.executor import InlineExecutor
+from recovery.monitor import RecoveryMonitor
 from recovery.normal import NormalBehaviour
 from recovery.tracker import Band, ObservedRecovery, RecoveryTracker, band_of
 

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from structlog.testing import capture_logs
 
-from recovery.monitor import InlineExecutor, RecoveryMonitor
+from forecasting.executor import InlineExecutor
+from recovery.monitor import RecoveryMonitor
 from recovery.tracker import RecoveryTracker
 from tests.recovery.synthetic import batches, rescale_run
 
