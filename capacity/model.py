@@ -204,7 +204,9 @@ class CapacityModel:
         """Capacity for every scale-out 1..max; remembers the current one as 'observed'.
 
         Unseen scale-outs, and seen ones known only from low-load estimates while a reliable one exists,
-        are extrapolated from the average worker of the nearest reliably observed scale-out.
+        come from the reliably observed ones: interpolated between the nearest below and above (skew makes
+        capacity grow less than linearly in the workers), else extrapolated with the average worker of the
+        nearest one.
 
         A saturated job (backlog it cannot drain) shows its capacity directly as its throughput.
         """
@@ -227,7 +229,14 @@ class CapacityModel:
             if scaleout in trusted:
                 per_scaleout[scaleout], sources[scaleout] = self.observed[scaleout].capacity_rps, "observed"
                 continue
-            nearest = min(trusted, key=lambda seen: (abs(seen - scaleout), seen), default=None)
+            below = max((n for n in trusted if n < scaleout), default=None)
+            above = min((n for n in trusted if n > scaleout), default=None)
+            if below is not None and above is not None:
+                low, high = self.observed[below].capacity_rps, self.observed[above].capacity_rps
+                share = (scaleout - below) / (above - below)
+                per_scaleout[scaleout], sources[scaleout] = low + share * (high - low), "interpolated"
+                continue
+            nearest = below if above is None else above
             if nearest is not None:
                 per_worker_rps = self.observed[nearest].capacity_rps / nearest
                 per_scaleout[scaleout], sources[scaleout] = per_worker_rps * scaleout, "extrapolated"

@@ -119,3 +119,14 @@ def test_low_load_estimates_do_not_poison_extrapolation():
     alone = CapacityModel()
     alone._remember(12, 3_500.0, 0.0, hottest_cpu=0.12, method="regression")
     assert alone.estimate([], 12, 12, 60.0).per_scaleout_rps[12] == 3_500.0  # better than nothing
+
+
+def test_unseen_scaleouts_between_two_seen_ones_are_interpolated():
+    model = CapacityModel()
+    model._remember(10, 58_000.0, 0.0, hottest_cpu=0.8, method="regression")
+    model._remember(13, 70_000.0, 60.0, hottest_cpu=0.8, method="regression")
+    estimate = model.estimate([], current_scaleout=13, max_scaleout=14, now_s=120.0)
+    assert estimate.per_scaleout_rps[12] == pytest.approx(66_000.0)
+    assert estimate.sources[12] == "interpolated"
+    assert estimate.per_scaleout_rps[14] == pytest.approx(14 * 70_000.0 / 13)
+    assert estimate.per_scaleout_rps[5] == pytest.approx(5 * 5_800.0)
