@@ -11,16 +11,23 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from config.backends import KubernetesConfig, LocalFlinkConfig, PrometheusConfig, ServerConfig
+
 
 class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class TargetConfig(Section):
-    kind: Literal["twin", "prometheus+kubernetes"] = Field(
+    kind: Literal["twin", "prometheus+kubernetes", "prometheus+local-flink"] = Field(
         "twin",
         description="Where metrics come from and where scaling goes: the built-in digital twin, "
-        "or Prometheus + Kubernetes (real backends).",
+        "Prometheus + Kubernetes (real backends), or Prometheus + a local standalone Flink cluster "
+        "whose TaskManager processes foresail starts and stops.",
+    )
+    recommend_only: bool = Field(
+        False,
+        description="Real targets: decide and log the scale-out, but never apply it (dry run).",
     )
 
 
@@ -61,11 +68,13 @@ class LoopConfig(Section):
 
 
 class ScalingConfig(Section):
-    policy: Literal["foresail", "reactive"] = Field(
+    policy: Literal["foresail", "reactive", "static", "hpa-80", "hpa-85", "flink-operator", "ds2"] = Field(
         "foresail",
         description="Plan policy. 'foresail': Daedalus's proactive search (forecast, recovery target, "
         "long-lived decisions). 'reactive': smallest scale-out whose capacity exceeds the observed average "
-        "workload plus the backlog to drain.",
+        "workload plus the backlog to drain. Baselines for comparison (knobs under `baselines`): 'static' "
+        "(fixed scale-out), 'hpa-80'/'hpa-85' (Kubernetes HPA on CPU, target 80 %/85 %), 'flink-operator' "
+        "(Flink Kubernetes Operator autoscaler), 'ds2' (true-rate scaling).",
     )
     min_scaleout: int = Field(1, ge=1, description="Never scale below this many workers.")
     max_scaleout: int = Field(18, ge=1, description="Never scale above this many workers.")
@@ -127,8 +136,12 @@ class ForecastConfig(Section):
     )
     min_history_s: float = Field(1800.0, gt=0, description="History the first ARIMA fit waits for.")
     max_history_s: float = Field(
-        14400.0, gt=0, description="Most recent history the model is fitted and updated on (bounds its cost)."
+        7200.0,
+        gt=0,
+        description="Most recent history the model is fitted and updated on: update() refits over all of it, "
+        "so this bounds the per-iteration cost (about 40-70 ms at 2 h of 10 s buckets here).",
     )
+
     wape_threshold: float = Field(
         0.25, gt=0, description="Forecast WAPE above which the linear fallback is used for an iteration."
     )
@@ -151,6 +164,24 @@ class ForecastConfig(Section):
     fourier_order: int = Field(
         2, ge=1, description="Sine/cosine pairs per seasonal period (exogenous terms)."
     )
+    registry_path: str | None = Field(
+        None,
+        description="Model registry written by `foresail retrain`: the forecaster starts from its job's "
+        "newest model and swaps in newer versions between iterations (null = no registry).",
+    )
+    registry_job: str | None = Field(
+        None,
+        description="This job's name in the registry and in exported histories (required with registry_path).",
+    )
+    registry_poll_s: float = Field(
+        300.0, gt=0, description="How often (loop time) the registry is checked for a newer model version."
+    )
+
+    @model_validator(mode="after")
+    def _registry_needs_job(self) -> ForecastConfig:
+        if self.registry_path is not None and not self.registry_job:
+            raise ValueError("registry_job must name the job when registry_path is set")
+        return self
 
 
 class CapacityConfig(Section):
@@ -199,6 +230,70 @@ class CapacityConfig(Section):
     )
 
 
+class BaselinesConfig(Section):
+    """Knobs of the baseline policies; defaults are the paper's setup and each system's documented defaults."""
+
+    static_scaleout: int = Field(
+        12, ge=1, description="static: the fixed scale-out (the paper's 12 workers)."
+    )
+    hpa_sync_period_s: float = Field(
+        15.0, gt=0, description="hpa-*: seconds between HPA evaluations (the loop runs this often for them)."
+    )
+    hpa_tolerance: float = Field(
+        0.1, ge=0, description="hpa-*: no change while |CPU / target - 1| is within this tolerance."
+    )
+    hpa_scale_down_window_s: float = Field(
+        300.0,
+        ge=0,
+        description="hpa-*: scale-down stabilization window; scale in only to the highest recommendation in it.",
+    )
+    operator_target_utilization: float = Field(
+        0.7, gt=0, le=1, description="flink-operator: job.autoscaler.utilization.target."
+    )
+    operator_utilization_boundary: float = Field(
+        0.3,
+        ge=0,
+        le=1,
+        description="flink-operator: job.autoscaler.target.utilization.boundary; no rescale while the "
+        "true processing rate lies within the band it spans.",
+    )
+    operator_restart_time_s: float = Field(
+        300.0,
+        ge=0,
+        description="flink-operator: job.autoscaler.restart.time, counted in the capacity target.",
+    )
+    operator_catch_up_duration_s: float = Field(
+        1800.0,
+        ge=0,
+        description="flink-operator: job.autoscaler.catch-up.duration to work off lag and restart backlog.",
+    )
+    operator_metrics_window_s: float = Field(
+        900.0, gt=0, description="flink-operator: job.autoscaler.metrics.window averaged before deciding."
+    )
+    operator_stabilization_interval_s: float = Field(
+        300.0,
+        ge=0,
+        description="flink-operator: job.autoscaler.stabilization.interval without metrics after a rescale.",
+    )
+    operator_scale_down_interval_s: float = Field(
+        3600.0,
+        ge=0,
+        description="flink-operator: job.autoscaler.scale-down.interval a scale-down is delayed by.",
+    )
+    operator_scale_down_max_factor: float = Field(
+        0.6,
+        ge=0,
+        le=1,
+        description="flink-operator: job.autoscaler.scale-down.max-factor (share of the parallelism one "
+        "scale-down may remove).",
+    )
+    ds2_target_ratio: float = Field(
+        1.0,
+        gt=0,
+        description="ds2: target rate as a multiple of the observed source rate (the paper used 1.0).",
+    )
+
+
 class KnowledgeConfig(Section):
     path: str = Field(
         "foresail-knowledge.sqlite",
@@ -217,11 +312,16 @@ class Config(Section):
     twin: TwinConfig = TwinConfig()
     loop: LoopConfig = LoopConfig()
     scaling: ScalingConfig = ScalingConfig()
+    baselines: BaselinesConfig = BaselinesConfig()
     recovery: RecoveryConfig = RecoveryConfig()
     forecast: ForecastConfig = ForecastConfig()
     capacity: CapacityConfig = CapacityConfig()
     knowledge: KnowledgeConfig = KnowledgeConfig()
     logging: LoggingConfig = LoggingConfig()
+    prometheus: PrometheusConfig = PrometheusConfig()
+    kubernetes: KubernetesConfig = KubernetesConfig()
+    local_flink: LocalFlinkConfig = LocalFlinkConfig()
+    server: ServerConfig = ServerConfig()
 
     @property
     def twin_initial_scaleout(self) -> int:

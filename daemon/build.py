@@ -13,6 +13,7 @@ import structlog
 from capacity.model import CapacitySettings
 from config.load import ConfigError
 from config.schema import Config
+from forecasting.registry import RegistrySource
 from forecasting.types import ForecastSettings
 from mape.analyze import Analyzer
 from mape.interfaces import MetricsSource, ScalingTarget
@@ -21,10 +22,23 @@ from mape.loop import MapeLoop
 from mape.plan import GuardedPlan, Policy
 from mape.proactive import ProactivePolicy
 from mape.reactive import ReactivePolicy
+from simulator.baselines import BASELINE_POLICIES, make_baseline
 from simulator.metrics import TwinMetricsSource, TwinScalingTarget
 from simulator.params import TwinParams
 from simulator.twin import Twin
 from simulator.workload import builtin_sine, load_trace
+
+REGISTRY_KEYS = {"registry_path", "registry_job", "registry_poll_s"}
+
+
+def registry_source(config: Config) -> RegistrySource | None:
+    """The model registry the forecaster polls (forecast.registry_path), or None without one."""
+    forecast = config.forecast
+    if forecast.registry_path is None:
+        return None
+    return RegistrySource(
+        forecast.registry_path, forecast.registry_job, forecast.resolution_s, forecast.registry_poll_s
+    )
 
 
 def knowledge_settings(
@@ -34,7 +48,8 @@ def knowledge_settings(
     recovery = config.recovery
     return KnowledgeSettings(
         capacity=CapacitySettings(**config.capacity.model_dump(exclude={"saturated_backlog_s"})),
-        forecast=ForecastSettings(**config.forecast.model_dump()),
+        forecast=ForecastSettings(**config.forecast.model_dump(exclude=REGISTRY_KEYS)),
+        model_source=lambda: registry_source(config),
         downtime_out_s=recovery.downtime_out_s,
         downtime_in_s=recovery.downtime_in_s,
         downtime_window=recovery.downtime_window,
@@ -56,14 +71,29 @@ def make_policy(config: Config) -> Policy:
         )
     if scaling.policy == "reactive":
         return ReactivePolicy(scaling.max_scaleout, scaling.drain_time_s)
+    if scaling.policy in BASELINE_POLICIES:
+        return make_baseline(config)
     raise ConfigError("scaling.policy", [f"scaling.policy: unknown policy {scaling.policy!r}"])
 
 
 def make_plan(config: Config) -> GuardedPlan:
     scaling = config.scaling
-    return GuardedPlan(
-        make_policy(config), scaling.min_scaleout, scaling.max_scaleout, scaling.stabilization_s
-    )
+    policy = make_policy(config)
+    # a policy with its own stabilization rules (HPA, Flink operator) must not get ours on top
+    stabilization_s = 0.0 if getattr(policy, "own_stabilization", False) else scaling.stabilization_s
+    return GuardedPlan(policy, scaling.min_scaleout, scaling.max_scaleout, stabilization_s)
+
+
+def loop_interval_s(config: Config) -> float:
+    """Seconds between iterations: the HPA baselines run at the HPA's sync period, the rest at loop.interval_s."""
+    if config.scaling.policy.startswith("hpa-"):
+        return config.baselines.hpa_sync_period_s
+    return config.loop.interval_s
+
+
+def loop_window_s(config: Config) -> float:
+    """Metrics window of an iteration: loop.window_s, else the policy's interval."""
+    return config.loop.window_s if config.loop.window_s is not None else loop_interval_s(config)
 
 
 def make_loop(
@@ -81,11 +111,12 @@ def make_loop(
             config.scaling.max_scaleout,
             config.capacity.saturated_backlog_s,
             config.recovery.checkpoint_interval_s,
+            forecasting=config.scaling.policy not in BASELINE_POLICIES,
         ),
         make_plan(config),
         knowledge,
         store,
-        config.loop.effective_window_s,
+        loop_window_s(config),
         config.recovery.target_s,
         log,
     )

@@ -1,4 +1,4 @@
-"""The `foresail` command line: run the daemon, simulate a trace, check a config file."""
+"""The `foresail` command line: run the daemon, simulate a trace, compare policies, check a config file."""
 
 from __future__ import annotations
 
@@ -43,9 +43,33 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("--audit-log", type=Path, help="write the per-iteration audit log here")
     simulate.set_defaults(handler=_simulate)
 
-    check = commands.add_parser("check-config", help="validate a config file (exit 2 when invalid)")
+    compare = commands.add_parser(
+        "compare", help="several policies × seeds on one trace: summary.json, table.md and plots"
+    )
+    compare.add_argument("--workload", required=True, help="'second|count' trace file or 'builtin:sine'")
+    compare.add_argument(
+        "--policies",
+        default="foresail,hpa-80,hpa-85,static",
+        help="comma-separated policies; the oracle floor is always reported",
+    )
+    compare.add_argument("--seeds", type=int, default=3, help="twin seeds twin.seed .. twin.seed+N-1")
+    compare.add_argument("--out", type=Path, required=True, help="output directory")
+    compare.add_argument("--jobs", type=int, default=None, help="parallel runs (default: one per core)")
+    compare.add_argument("--config", type=Path, help="YAML config file (the base of every run)")
+    compare.set_defaults(handler=_compare)
+
+    check = commands.add_parser(
+        "check-config",
+        help="validate a config file (exit 2 when invalid); with real backends, also check that Prometheus "
+        "answers and the target exists (exit 1 when not)",
+    )
     check.add_argument("file", type=Path)
+    check.add_argument("--no-connect", action="store_true", help="only validate the file, contact nothing")
     check.set_defaults(handler=_check_config)
+
+    from forecasting.spark.commands import add_commands as add_retraining_commands
+
+    add_retraining_commands(commands)  # export-history, retrain
 
     example = commands.add_parser("config-example", help="print the annotated default config")
     example.set_defaults(handler=lambda _args: print(render_example(), end="") or EXIT_OK)
@@ -89,10 +113,36 @@ def _simulate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _compare(args: argparse.Namespace) -> int:
+    from daemon.build import load_workload
+    from daemon.logs import configure_logging
+    from simulator.compare import run_comparison, write_outputs
+
+    configure_logging("warning", "console", sys.stderr)  # stdout carries only the table
+    if args.seeds < 1:
+        raise ConfigError("command line", [f"--seeds: need at least 1, got {args.seeds}"])
+    config = load_config(args.config)
+    config = _with_overrides(config, "twin", workload=args.workload)
+    load_workload(config.twin.workload)  # a missing trace is a config error, before any run
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    comparison = run_comparison(config, policies, args.seeds, args.jobs)
+    write_outputs(comparison, args.out, config.baselines.static_scaleout)
+    print((args.out / "table.md").read_text(), end="")
+    return EXIT_OK
+
+
 def _check_config(args: argparse.Namespace) -> int:
     config = load_config(args.file)
     print(f"{args.file}: OK (target {config.target.kind}, policy {config.scaling.policy})")
-    return EXIT_OK
+    if config.target.kind == "twin" or args.no_connect:
+        return EXIT_OK
+    from backends.factory import check_connections
+
+    failed = False
+    for what, error in check_connections(config):
+        print(f"  {what}: {'OK' if error is None else 'FAILED: ' + error}")
+        failed = failed or error is not None
+    return EXIT_FAILURE if failed else EXIT_OK
 
 
 if __name__ == "__main__":

@@ -6,11 +6,11 @@ import threading
 
 import structlog
 
-from config.load import ConfigError
 from config.schema import Config
 from daemon.build import knowledge_settings, make_loop, make_twin
 from daemon.logs import configure_logging
 from daemon.schedule import ScaledClock, run_scheduled, run_virtual, stop_on_signals
+from forecasting.executor import InlineExecutor
 from mape.knowledge import KnowledgeStore
 
 
@@ -19,12 +19,13 @@ def run_daemon(config: Config, max_iterations: int | None = None, stop: threadin
     configure_logging(config.logging.level, config.logging.format)
     log = structlog.get_logger("foresail")
     if config.target.kind != "twin":
-        raise ConfigError(
-            "target.kind",
-            ["target.kind: 'prometheus+kubernetes' is not available in this version; use 'twin'"],
-        )
+        from daemon.live import run_live  # real backends: Prometheus + Kubernetes or local Flink
+
+        return run_live(config, max_iterations, stop)
     store = KnowledgeStore(config.knowledge.path, config.knowledge.decision_history)
-    knowledge = store.load(knowledge_settings(config))
+    # Flat out on a virtual clock there is no wall time for background fits to use: run them inline.
+    executor = InlineExecutor if config.twin.speedup == 0 else (lambda: None)
+    knowledge = store.load(knowledge_settings(config, executor))
     start_s = knowledge.last_time_s or 0.0
     world = make_twin(config, initial_scaleout=knowledge.last_target_scaleout)
     world.twin.advance_to(start_s)  # the simulated job kept running while the daemon was away

@@ -22,7 +22,7 @@ import traceback
 from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import structlog
@@ -44,13 +44,26 @@ def _emit(level: str, event: str, **fields: Any) -> None:
         getattr(log, level)(event, **fields)
 
 
+class ModelSource(Protocol):
+    """Models trained elsewhere (the registry of forecasting/registry.py) that the forecaster takes over."""
+
+    poll_interval_s: float
+
+    def newest_version(self) -> str | None:
+        """The newest version's name; called on the loop's thread, so it must be cheap."""
+
+    def prepare(self, version: str, values: np.ndarray, times_s: np.ndarray, max_buckets: int) -> FittedModel:
+        """Load that version and join it to the retained buckets; runs on the executor."""
+
+
 @dataclass(frozen=True)
 class _PendingFit:
     future: Future
-    kind: str  # "first" or "retrain"
+    kind: str  # "first", "retrain" or "registry"
     submitted_s: float
     end_bucket: int  # the fit saw the buckets before this one
     epoch: int
+    version: str | None = None  # the registry version a "registry" fit installs
 
 
 class WorkloadForecaster:
@@ -61,6 +74,7 @@ class WorkloadForecaster:
         settings: ForecastSettings,
         executor: Executor | None = None,
         fit: FitFunction | None = None,
+        model_source: ModelSource | None = None,
     ) -> None:
         self.settings = settings
         self._owns_executor = executor is None
@@ -87,6 +101,10 @@ class WorkloadForecaster:
         self._last_model_forecast: Forecast | None = None  # the ARIMA forecast WAPE judges next time
         self._last_forecast: Forecast | None = None
         self._setback = ""  # why the last fit or model was lost, for the reason of fallback forecasts
+        self._model_source = model_source
+        self._model_version: str | None = None  # the registry version last swapped in
+        self._rejected_version: str | None = None  # a version that failed to load: not retried
+        self._next_poll_s = -np.inf
 
     # -- input ---------------------------------------------------------------------------------------
 
@@ -126,6 +144,7 @@ class WorkloadForecaster:
         swapped = self._take_finished_fit(now_s)
         self._feed_model()
         last_wape = self._judge_previous()
+        swapped = self._submit_registry_model(now_s) or swapped
         swapped = self._submit_fit_if_due(now_s) or swapped
         model_forecast, model_problem = self._model_forecast(now_s)
         self._last_model_forecast = model_forecast
@@ -212,6 +231,7 @@ class WorkloadForecaster:
         if self._model is not None:
             _emit("warning", "forecast_model_dropped", reason=why)
         self._model, self._setback = None, why
+        self._model_version = None  # the registry's model may be installed again
         self._last_model_forecast = None
         self._poor_streak = 0
 
@@ -239,8 +259,13 @@ class WorkloadForecaster:
         values = grid.values[-self._max_buckets :].copy()
         times_s = grid.centres_s(grid.end - values.size, grid.end)
         args = (self._fit, values, times_s, settings.resolution_s, settings.seasonal_period_s)
+        # a registry model retrains its own way (same profile, orders selected anew): see RegistryModel.refit
+        refit = getattr(self._model, "refit", None) if kind == "retrain" else None
         try:
-            future = self._executor.submit(fit_model, *args, settings.fourier_order)
+            if refit is not None:
+                future = self._executor.submit(refit, values, times_s)
+            else:
+                future = self._executor.submit(fit_model, *args, settings.fourier_order)
         except Exception as exc:
             _emit("error", "forecast_fit_not_submitted", kind=kind, error=repr(exc))
             self._back_off(f"{kind} fit not submitted: {exc!r}")
@@ -279,6 +304,10 @@ class WorkloadForecaster:
         try:
             model = pending.future.result()
         except Exception as exc:
+            if pending.version is not None:  # a damaged or unsuitable registry model: keep what runs
+                self._rejected_version = pending.version
+                _emit("error", "forecast_registry_model_rejected", version=pending.version, error=repr(exc))
+                return False
             _emit("error", "forecast_fit_failed", kind=pending.kind, error=repr(exc))
             self._back_off(f"{pending.kind} fit failed: {exc!r}")
             return False
@@ -287,9 +316,57 @@ class WorkloadForecaster:
             return False
         self._model, self._fed_until = model, pending.end_bucket
         self._poor_streak, self._last_model_forecast, self._retrain_wanted = 0, None, False
-        _emit("info", "forecast_model_swapped", kind=pending.kind, model=model.label, now_s=now_s)
+        if pending.version is not None:
+            self._model_version = pending.version
+        _emit(
+            "info",
+            "forecast_model_swapped",
+            kind=pending.kind,
+            model=model.label,
+            now_s=now_s,
+            version=pending.version,
+        )
         self._feed_model()  # the buckets that arrived while it was fitting
         return self._model is not None
+
+    def _submit_registry_model(self, now_s: float) -> bool:
+        """Every poll interval, install a newer registry version in the background (True: swapped in at once).
+
+        Only the version listing runs on the loop's thread; loading and joining the model to the retained
+        buckets (see ModelSource.prepare) run on the executor like a fit, and the model is swapped in
+        between iterations by _take_finished_fit. Waits for data: a model is joined to the buckets seen.
+        """
+        source = self._model_source
+        if (
+            source is None
+            or self._pending is not None
+            or now_s < self._next_poll_s
+            or not self._grid.values.size
+        ):
+            return False
+        self._next_poll_s = now_s + source.poll_interval_s
+        try:
+            version = source.newest_version()
+        except Exception as exc:
+            _emit("warning", "forecast_registry_unreadable", error=repr(exc))
+            return False
+        if version is None or version in (self._model_version, self._rejected_version):
+            return False
+        grid = self._grid
+        values, times_s = grid.values.copy(), grid.centres_s(grid.first, grid.end)
+        try:
+            future = self._executor.submit(source.prepare, version, values, times_s, self._max_buckets)
+        except Exception as exc:
+            _emit("error", "forecast_fit_not_submitted", kind="registry", error=repr(exc))
+            return False
+        self._pending = _PendingFit(future, "registry", now_s, grid.end, grid.epoch, version)
+        _emit("info", "forecast_registry_model_found", version=version, now_s=now_s)
+        return self._take_finished_fit(now_s)
+
+    @property
+    def model_version(self) -> str | None:
+        """The registry version last swapped in (None: none so far)."""
+        return self._model_version
 
     def wait_idle(self, timeout_s: float) -> bool:
         """Wait up to timeout_s for a pending fit to finish (for tests and shutdown); True when none runs."""
@@ -333,6 +410,8 @@ class WorkloadForecaster:
             "fit_in_flight": self._pending is not None or self._retrain_wanted,
             "poor_streak": self._poor_streak,
             "setback": self._setback,
+            "model_version": self._model_version,
+            "rejected_version": self._rejected_version,
             "last_model_forecast": None
             if self._last_model_forecast is None
             else self._last_model_forecast.to_dict(),
@@ -346,11 +425,12 @@ class WorkloadForecaster:
         settings: ForecastSettings,
         executor: Executor | None = None,
         fit: FitFunction | None = None,
+        model_source: ModelSource | None = None,
     ) -> WorkloadForecaster:
         """A forecaster that continues where the one that produced `state` stopped (trusted input only)."""
         if state.get("version") != STATE_VERSION:
             raise ValueError(f"unknown forecaster state version {state.get('version')!r}")
-        forecaster = cls(settings, executor=executor, fit=fit)
+        forecaster = cls(settings, executor=executor, fit=fit, model_source=model_source)
         forecaster._grid.load_state(state["grid"])
         forecaster._model = None if state["model"] is None else pickle.loads(state["model"])
         forecaster._fed_until = int(state["fed_until"])
@@ -361,6 +441,8 @@ class WorkloadForecaster:
             forecaster._retrain_wanted = forecaster._model is not None
         forecaster._poor_streak = int(state["poor_streak"])
         forecaster._setback = str(state["setback"])
+        forecaster._model_version = state.get("model_version")
+        forecaster._rejected_version = state.get("rejected_version")
         for name in ("last_model_forecast", "last_forecast"):
             if state[name] is not None:
                 setattr(forecaster, f"_{name}", Forecast.from_dict(state[name]))

@@ -25,10 +25,19 @@ class Analyzer:
     it then processes as fast as it can, so its throughput is its capacity.
     """
 
-    def __init__(self, max_scaleout: int, saturated_backlog_s: float, checkpoint_interval_s: float) -> None:
+    def __init__(
+        self,
+        max_scaleout: int,
+        saturated_backlog_s: float,
+        checkpoint_interval_s: float,
+        forecasting: bool = True,
+    ) -> None:
         self.max_scaleout = max_scaleout
         self.saturated_backlog_s = saturated_backlog_s
         self.checkpoint_interval_s = checkpoint_interval_s
+        self.forecasting = forecasting
+        """False for policies that read neither forecast nor predicted recovery (the baselines): both are
+        skipped, which spares their cost."""
 
     def assess(self, observation: Observation, knowledge: Knowledge) -> Assessment:
         problems = list(observation.problems)
@@ -60,11 +69,13 @@ class Analyzer:
         )
         knowledge.recovery.expire(observation.time_s)
         self._learn_recoveries(knowledge)
-        knowledge.forecaster.observe(observation.input_timestamps_s, observation.input_rate_rps)
-        forecast = knowledge.forecaster.forecast(observation.time_s)
-        recovery_s = self._recovery_per_candidate(
-            observation, estimate.per_scaleout_rps, forecast.rates_rps, backlog, current, knowledge
-        )
+        forecast, recovery_s = None, {}
+        if self.forecasting:
+            knowledge.forecaster.observe(observation.input_timestamps_s, observation.input_rate_rps)
+            forecast = knowledge.forecaster.forecast(observation.time_s)
+            recovery_s = self._recovery_per_candidate(
+                observation, estimate.per_scaleout_rps, forecast.rates_rps, backlog, current, knowledge
+            )
 
         return Assessment(
             time_s=observation.time_s,
@@ -75,13 +86,15 @@ class Analyzer:
             capacities_rps=estimate.per_scaleout_rps,
             capacity_sources=estimate.sources,
             capacity_method=estimate.method,
-            forecast_rps=forecast.rates_rps,
-            forecast_model=forecast.model,
-            forecast_reason=forecast.reason,
-            forecast_wape=forecast.last_wape,
+            forecast_rps=forecast.rates_rps if forecast else None,
+            forecast_model=forecast.model if forecast else "",
+            forecast_reason=forecast.reason if forecast else "",
+            forecast_wape=forecast.last_wape if forecast else None,
             recovery_s=recovery_s,
             warming_up=not windows,
             problems=tuple(problems),
+            cpu_utilization=float(np.mean([w.cpu_mean for w in windows])) if windows else math.nan,
+            **_worker_rates(observation, capacity.settings.warmup_s),
         )
 
     def _recovery_per_candidate(
@@ -115,6 +128,24 @@ class Analyzer:
         for observed in knowledge.recovery.poll():
             knowledge.downtime.observe(observed.direction, observed.downtime_s)
             knowledge.new_recoveries.append(observed)
+
+
+def _worker_rates(observation: Observation, warmup_s: float) -> dict[str, tuple[float, ...]]:
+    """Per worker, mean throughput and busy ratio over the samples past the warm-up (DS2's and the Flink
+    operator's inputs); workers without such samples are left out."""
+    uptime_s = observation.uptime_s
+    started_s = (
+        observation.time_s - uptime_s if uptime_s is not None and math.isfinite(uptime_s) else -math.inf
+    )
+    throughputs, busy = [], []
+    for worker in observation.workers:
+        keep = np.isfinite(worker.throughput_rps) & (worker.timestamps_s >= started_s + warmup_s)
+        if not keep.any():
+            continue
+        throughputs.append(float(worker.throughput_rps[keep].mean()))
+        ratios = worker.busy_ratio[keep] if worker.busy_ratio is not None else np.array([math.nan])
+        busy.append(float(ratios.mean()) if np.isfinite(ratios).all() else math.nan)
+    return {"worker_throughput_rps": tuple(throughputs), "worker_busy_ratio": tuple(busy)}
 
 
 def _total_throughput(observation: Observation) -> np.ndarray:

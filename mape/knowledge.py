@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from capacity.model import CapacityModel, CapacitySettings
-from forecasting.online import WorkloadForecaster
+from forecasting.online import ModelSource, WorkloadForecaster
 from forecasting.types import ForecastSettings
 from mape.types import Decision
 from recovery.downtime import DowntimeModel
@@ -41,6 +41,8 @@ class KnowledgeSettings:
     observe_timeout_s: float | None = None
     executor: Callable[[], Executor | None] = lambda: None
     """Runs fits and recovery watches off the loop: None = a thread each; an inline one in simulations."""
+    model_source: Callable[[], ModelSource | None] = lambda: None
+    """Where the forecaster finds retrained models (the registry, forecasting/registry.py); None = none."""
 
 
 @dataclass
@@ -71,9 +73,16 @@ class Knowledge:
         knowledge = cls(
             capacity=CapacityModel.from_dict(state.get("capacity", {}), settings.capacity),
             forecaster=(
-                WorkloadForecaster.from_state(forecaster_state, settings.forecast, settings.executor())
+                WorkloadForecaster.from_state(
+                    forecaster_state,
+                    settings.forecast,
+                    settings.executor(),
+                    model_source=settings.model_source(),
+                )
                 if forecaster_state
-                else WorkloadForecaster(settings.forecast, settings.executor())
+                else WorkloadForecaster(
+                    settings.forecast, settings.executor(), model_source=settings.model_source()
+                )
             ),
             downtime=(
                 DowntimeModel.from_dict(state["downtime"])

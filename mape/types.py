@@ -5,6 +5,7 @@ Times are UTC seconds as floats (virtual seconds in the twin); names carry their
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -31,11 +32,17 @@ class WorkerSeries:
     timestamps_s: np.ndarray
     cpu: np.ndarray
     throughput_rps: np.ndarray
+    busy_ratio: np.ndarray | None = None
+    """Share of each second the worker spent processing (Flink's busyTimeMsPerSecond / 1000); None when the
+    backend does not report it. DS2 and the Flink operator derive true processing rates from it."""
 
     def __post_init__(self) -> None:
-        for name in ("timestamps_s", "cpu", "throughput_rps"):
+        names = ("timestamps_s", "cpu", "throughput_rps") + (
+            () if self.busy_ratio is None else ("busy_ratio",)
+        )
+        for name in names:
             object.__setattr__(self, name, frozen_array(getattr(self, name)))
-        if not (len(self.timestamps_s) == len(self.cpu) == len(self.throughput_rps)):
+        if len({len(getattr(self, name)) for name in names}) > 1:
             raise ValueError(f"worker {self.worker_id}: series of different lengths")
 
 
@@ -78,7 +85,7 @@ class Assessment:
     workload_max_rps: float
     backlog_records: float
     capacities_rps: dict[int, float]
-    capacity_sources: dict[int, Literal["observed", "extrapolated"]]
+    capacity_sources: dict[int, Literal["observed", "interpolated", "extrapolated"]]
     capacity_method: str = ""
     forecast_rps: np.ndarray | None = None
     forecast_model: str = ""
@@ -87,6 +94,12 @@ class Assessment:
     recovery_s: dict[int, float] = field(default_factory=dict)
     warming_up: bool = False
     problems: tuple[str, ...] = ()
+    cpu_utilization: float = math.nan
+    """Mean CPU load (0..1) over the workers' valid samples of the window: the HPA's metric."""
+    worker_throughput_rps: tuple[float, ...] = ()
+    """Per worker, mean records/s over the window's valid samples (empty before warm-up)."""
+    worker_busy_ratio: tuple[float, ...] = ()
+    """Per worker (same order), mean busy share of its time over the same samples (NaN if not reported)."""
 
     def __post_init__(self) -> None:
         if self.forecast_rps is not None:

@@ -36,6 +36,7 @@ class TwinMetricsSource:
         self.meter_window_s = _whole_seconds("meter_window_s", meter_window_s)
         self.input_rate_window_s = _whole_seconds("input_rate_window_s", input_rate_window_s)
         self.cpu_window_s = _whole_seconds("cpu_window_s", cpu_window_s)
+        self._capacity_by_worker: dict[str, float] = {}  # a pod's speed is fixed for its life
 
     def observe(self, now_s: float, window_s: float) -> Observation:
         """Samples at multiples of the scrape interval in (now_s - window_s, now_s]."""
@@ -117,12 +118,24 @@ class TwinMetricsSource:
         with np.errstate(invalid="ignore", divide="ignore"):
             cpu = cpu_sums / cpu_seconds
         # Flink's MeterView: count over the window / window length; the count restarts with the job.
-        throughput_sums, _ = window_sums(history.view("throughput"), self.meter_window_s)
+        throughput_sums, throughput_seconds = window_sums(history.view("throughput"), self.meter_window_s)
         throughput_rps = throughput_sums / self.meter_window_s
+        # busyTimeMsPerSecond / 1000: the share of the valid seconds a worker spent processing, i.e. its
+        # records per second over what it could process (exact in the twin, where work is records / capacity)
+        capacities = np.array([self._capacity_rps(w.worker_id) for w in workers])[None, :]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            busy_ratio = np.clip(throughput_sums / throughput_seconds / capacities, 0.0, 1.0)
         return tuple(
-            WorkerSeries(w.worker_id, timestamps_s, cpu[:, i], throughput_rps[:, i])
+            WorkerSeries(w.worker_id, timestamps_s, cpu[:, i], throughput_rps[:, i], busy_ratio[:, i])
             for i, w in enumerate(workers)
         )
+
+    def _capacity_rps(self, worker_id: str) -> float:
+        """Saturation records/s of a worker, remembered from when it was deployed (NaN if never seen)."""
+        if worker_id not in self._capacity_by_worker:
+            current = zip(self.twin.worker_ids, self.twin.worker_capacities_rps(), strict=True)
+            self._capacity_by_worker.update((w, float(c)) for w, c in current)
+        return self._capacity_by_worker.get(worker_id, math.nan)
 
 
 class TwinScalingTarget:

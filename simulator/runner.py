@@ -13,15 +13,20 @@ import numpy as np
 import structlog
 
 from config.schema import Config
-from daemon.build import knowledge_settings, make_loop, make_twin
+from daemon.build import knowledge_settings, loop_interval_s, make_loop, make_twin
 from forecasting.executor import InlineExecutor
 from mape.knowledge import KnowledgeStore
+from simulator.baselines import oracle_workers
 from simulator.recoveries import recovery_summary
 from simulator.score import score
+from simulator.twin import Twin
 
 
-def simulate(config: Config, audit_path: Path | None = None) -> dict[str, object]:
-    """Run the loop over the whole trace at virtual speed; the summary the JSON output prints."""
+def simulate(config: Config, audit_path: Path | None = None, keep_series: bool = False) -> dict[str, object]:
+    """Run the loop over the whole trace at virtual speed; the summary the JSON output prints.
+
+    `keep_series` adds "series": the per-second record the comparison plots need (see `run_series`).
+    """
     started = time.perf_counter()
     world = make_twin(config)
     store = KnowledgeStore(":memory:")
@@ -29,18 +34,29 @@ def simulate(config: Config, audit_path: Path | None = None) -> dict[str, object
     with _audit_logger(audit_path) as log:
         loop = make_loop(config, world.source, world.target, knowledge, store, log)
         capacity_errors, forecasts, observed = [], [], []
-        interval_s = config.loop.interval_s
+        capacity_changes = [(0, world.twin.true_capacity_rps())]
+        all_errors: list[float] = []  # every scale-out's estimate, not just the current one's
+        scaleouts = range(config.scaling.min_scaleout, config.scaling.max_scaleout + 1)
+        interval_s = loop_interval_s(config)
         now_s = interval_s
         while now_s <= world.end_s:
             world.twin.advance_to(now_s)
             true_rps = world.twin.true_capacity_rps()
+            true_by_n = {n: world.twin.true_capacity_rps_for(n) for n in scaleouts}
             result = loop.iterate(now_s)
             observed.extend(result.recoveries)
+            if result.executed:
+                capacity_changes.append((int(now_s), world.twin.true_capacity_rps()))
             assessment = result.assessment
             if assessment is not None:
                 estimate = assessment.capacity(assessment.current_scaleout)
                 if math.isfinite(estimate) and true_rps > 0:
                     capacity_errors.append(abs(estimate - true_rps) / true_rps)
+                all_errors.extend(
+                    abs(c - true_by_n[n]) / true_by_n[n]
+                    for n, c in assessment.capacities_rps.items()
+                    if n in true_by_n and math.isfinite(c)
+                )
                 if assessment.forecast_rps is not None:
                     forecasts.append((now_s, assessment.forecast_model, assessment.forecast_rps))
             now_s += interval_s
@@ -49,6 +65,10 @@ def simulate(config: Config, audit_path: Path | None = None) -> dict[str, object
     store.close()
     summary = score(world.twin, slo_s=config.twin.latency_slo_s)
     summary["capacity_estimate_error_pct"] = _median_pct(capacity_errors)
+    summary["capacity_error_all_scaleouts_median_pct"] = _median_pct(all_errors)
+    summary["capacity_error_all_scaleouts_p90_pct"] = (
+        round(float(np.percentile(all_errors, 90)) * 100, 3) if all_errors else None
+    )
     summary.update(_forecast_quality(forecasts, world.twin.trace_rps))
     summary.update(recovery_summary(world.twin, config.recovery.target_s))
     summary["recovery_observed_median_s"] = _median([r.recovery_s for r in observed if r.recovered])
@@ -60,7 +80,28 @@ def simulate(config: Config, audit_path: Path | None = None) -> dict[str, object
         iterations=knowledge.iteration,
         wall_time_s=round(time.perf_counter() - started, 2),
     )
+    if keep_series:
+        summary["series"] = run_series(world.twin, capacity_changes)
     return summary
+
+
+def run_series(twin: Twin, capacity_changes: list[tuple[int, float]]) -> dict[str, np.ndarray | float]:
+    """Per second: input rate, workers, true capacity (0 while the job is down), backlog, the oracle's
+    workers; and the latency histogram (records per whole-second delay; latency = delay + base)."""
+    seconds = int(twin.now_s)
+    starts = np.array([t for t, _ in capacity_changes])
+    values = np.array([c for _, c in capacity_changes])
+    capacity = values[np.searchsorted(starts, np.arange(seconds), side="right") - 1]
+    history = twin.history
+    return {
+        "arrivals_rps": history.view("arrivals").astype(float),
+        "workers": history.view("parallelism_at").copy(),
+        "capacity_rps": np.where(history.view("running"), capacity, 0.0),
+        "backlog_records": history.view("lag_at").astype(float),
+        "oracle_workers": oracle_workers(twin),
+        "latency_histogram": twin.latency.histogram,
+        "base_latency_s": twin.latency.base_latency_s,
+    }
 
 
 def _forecast_quality(forecasts: list[tuple[float, str, np.ndarray]], trace_rps: np.ndarray) -> dict:

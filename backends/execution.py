@@ -1,0 +1,153 @@
+"""The execute side's edge policies, wrapped around any real target: recommend-only, readiness following.
+
+A rescale takes effect seconds to minutes after the request (pods start, Flink restarts the job). The loop
+must neither block on it nor decide again before it lands, and a daemon restarted in the middle of one
+must notice it. `RescaleFollower` keeps the pending rescale and, on every observation, asks the target
+whether it is ready (resource ready *and* the job observed at the new parallelism); until then the
+observation carries a problem, so the loop holds. A rescale that never becomes ready is given up after a
+timeout, logged and counted. At start-up the follower adopts a rescale it finds in progress (the target
+is set to a scale-out the job does not run at), which is what a daemon killed mid-rescale leaves behind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import structlog
+
+from mape.interfaces import MetricsSource, ScalingTarget
+from mape.types import Observation
+
+
+class NotApplied(RuntimeError):
+    """The decision was deliberately not applied (recommend-only mode)."""
+
+
+class FollowableTarget(ScalingTarget, Protocol):
+    def desired(self) -> int | None:
+        """The scale-out the target is set to now (None when unknown)."""
+        ...
+
+    def ready(self, scaleout: int) -> bool:
+        """Whether the resources of `scaleout` are all up (the target's own view)."""
+        ...
+
+
+@dataclass
+class PendingRescale:
+    scaleout: int
+    since_s: float
+    origin: str
+    """'requested' by this daemon, or 'found at start-up'."""
+
+
+class RescaleFollower:
+    """Follows one rescale at a time across iterations (see module docstring)."""
+
+    def __init__(
+        self,
+        target: FollowableTarget,
+        timeout_s: float,
+        log: structlog.typing.FilteringBoundLogger | None = None,
+        on_outcome: Callable[[str, float], None] | None = None,
+    ) -> None:
+        self.target = target
+        self.timeout_s = timeout_s
+        self.log = log or structlog.get_logger("foresail.rescale")
+        self.on_outcome = on_outcome
+        self.pending: PendingRescale | None = None
+        self._adopted = False
+
+    def requested(self, scaleout: int, now_s: float) -> None:
+        self._adopted = True
+        self.pending = PendingRescale(scaleout, now_s, "requested")
+
+    def check(self, now_s: float, observed_parallelism: int | None) -> str | None:
+        """A problem text while a rescale is in progress; None once it is done (or given up)."""
+        if not self._adopted:
+            self._adopt(now_s, observed_parallelism)
+        pending = self.pending
+        if pending is None:
+            return None
+        elapsed = now_s - pending.since_s
+        try:
+            resource_ready = self.target.ready(pending.scaleout)
+        except Exception as error:
+            resource_ready = False
+            self.log.warning("rescale-readiness-unknown", error=f"{type(error).__name__}: {error}")
+        if resource_ready and observed_parallelism == pending.scaleout:
+            self._finish("ready", elapsed, pending)
+            return None
+        if elapsed > self.timeout_s:
+            self._finish("timeout", elapsed, pending, observed_parallelism=observed_parallelism)
+            return None
+        return (
+            f"rescale to {pending.scaleout} in progress for {elapsed:.0f} s ({pending.origin}; "
+            f"job at {observed_parallelism}, resources {'ready' if resource_ready else 'not ready'})"
+        )
+
+    def _adopt(self, now_s: float, observed_parallelism: int | None) -> None:
+        self._adopted = True
+        try:
+            desired = self.target.desired()
+        except Exception as error:
+            self.log.warning("rescale-adopt-failed", error=f"{type(error).__name__}: {error}")
+            self._adopted = False  # ask again next time
+            return
+        if desired is not None and desired != observed_parallelism:
+            self.pending = PendingRescale(desired, now_s, "found at start-up")
+            self.log.info("rescale-adopted", scaleout=desired, observed_parallelism=observed_parallelism)
+
+    def _finish(self, outcome: str, elapsed_s: float, pending: PendingRescale, **fields: object) -> None:
+        self.pending = None
+        event = self.log.info if outcome == "ready" else self.log.warning
+        event(
+            f"rescale-{outcome}",
+            scaleout=pending.scaleout,
+            seconds=round(elapsed_s, 1),
+            origin=pending.origin,
+            **fields,
+        )
+        if self.on_outcome is not None:
+            self.on_outcome(outcome, elapsed_s)
+
+
+class FollowedTarget:
+    """`ScalingTarget` that applies the decision (unless recommend-only) and starts following it."""
+
+    def __init__(
+        self,
+        target: ScalingTarget,
+        follower: RescaleFollower,
+        recommend_only: bool = False,
+        log: structlog.typing.FilteringBoundLogger | None = None,
+    ) -> None:
+        self.target = target
+        self.follower = follower
+        self.recommend_only = recommend_only
+        self.log = log or structlog.get_logger("foresail.target")
+
+    def scale_to(self, scaleout: int, now_s: float) -> None:
+        if self.recommend_only:
+            self.log.info("recommendation", scaleout=scaleout, time_s=now_s)
+            raise NotApplied(f"recommend-only mode: scale-out {scaleout} recommended, not applied")
+        self.target.scale_to(scaleout, now_s)
+        self.follower.requested(scaleout, now_s)
+
+
+class FollowingSource:
+    """`MetricsSource` whose observations name a rescale in progress as a problem (the loop holds)."""
+
+    def __init__(self, source: MetricsSource, follower: RescaleFollower) -> None:
+        self.source = source
+        self.follower = follower
+
+    def observe(self, now_s: float, window_s: float) -> Observation:
+        observation = self.source.observe(now_s, window_s)
+        note = self.follower.check(now_s, observation.parallelism)
+        if note is None:
+            return observation
+        return dataclasses.replace(observation, problems=(*observation.problems, note))

@@ -1,0 +1,124 @@
+"""Building the real backends from the config, and checking that they answer (`check-config`)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import structlog
+
+from backends.execution import FollowedTarget, FollowingSource, RescaleFollower
+from backends.flinkrest import FlinkRest
+from backends.localflink import LocalFlinkCluster, LocalFlinkTarget
+from backends.prometheus import PrometheusClient, PrometheusMetricsSource
+from config.load import ConfigError
+from config.schema import Config
+
+if TYPE_CHECKING:
+    from backends.lease import LeaseElector
+
+
+@dataclass
+class RealBackends:
+    source: FollowingSource
+    target: FollowedTarget
+    follower: RescaleFollower
+    elector: LeaseElector | None = None
+    """Set when leader election is on (Kubernetes only)."""
+
+    def is_leader(self) -> bool:
+        return self.elector is None or self.elector.is_leader()
+
+    def start(self) -> None:
+        if self.elector is not None:
+            self.elector.start()
+
+    def close(self) -> None:
+        if self.elector is not None:
+            self.elector.stop(release=True)
+
+
+def make_real_backends(
+    config: Config, on_rescale_outcome: Callable[[str, float], None] | None = None
+) -> RealBackends:
+    """Prometheus source + the configured target, wrapped with readiness following and recommend-only."""
+    log = structlog.get_logger("foresail.backends")
+    elector = None
+    if config.target.kind == "prometheus+kubernetes":
+        from backends.kubernetes import KubernetesTarget, api_client, make_resource
+        from backends.lease import LeaseElector, default_identity
+
+        k8s = config.kubernetes
+        api = api_client(k8s)
+        if k8s.leader_election:
+            elector = LeaseElector(
+                api,
+                k8s.namespace,
+                k8s.lease_name,
+                k8s.identity or default_identity(),
+                k8s.lease_duration_s,
+                k8s.renew_period_s,
+                request_timeout_s=k8s.request_timeout_s,
+            )
+        raw = KubernetesTarget(make_resource(api, k8s), k8s.retries, k8s.retry_backoff_s, elector)
+        timeout_s = k8s.readiness_timeout_s
+    elif config.target.kind == "prometheus+local-flink":
+        raw = LocalFlinkTarget(local_cluster(config), FlinkRest(config.local_flink.rest_url))
+        timeout_s = config.local_flink.readiness_timeout_s
+    else:
+        raise ConfigError("target.kind", [f"target.kind: {config.target.kind!r} has no real backends"])
+    follower = RescaleFollower(raw, timeout_s, log, on_rescale_outcome)
+    return RealBackends(
+        source=FollowingSource(PrometheusMetricsSource(config.prometheus), follower),
+        target=FollowedTarget(raw, follower, config.target.recommend_only),
+        follower=follower,
+        elector=elector,
+    )
+
+
+def local_cluster(config: Config) -> LocalFlinkCluster:
+    settings = config.local_flink
+    home = settings.flink_home or os.environ.get("FLINK_HOME")
+    if not home:
+        raise ConfigError(
+            "local_flink.flink_home", ["local_flink.flink_home: not set and FLINK_HOME is empty"]
+        )
+    conf = Path(settings.conf_dir or os.environ.get("FLINK_CONF_DIR") or Path(home) / "conf")
+    state = Path(settings.state_dir) if settings.state_dir else conf / "foresail-taskmanagers"
+    try:
+        return LocalFlinkCluster(Path(home), conf, state)
+    except (FileNotFoundError, OSError) as error:
+        raise ConfigError("local_flink", [f"local_flink: {error}"]) from error
+
+
+def check_connections(config: Config) -> list[tuple[str, str | None]]:
+    """(what, error or None) for Prometheus and the target: does each answer as configured?"""
+    checks: list[tuple[str, str | None]] = []
+    try:
+        PrometheusClient(config.prometheus).ping()
+        checks.append((f"prometheus {config.prometheus.url}", None))
+    except Exception as error:
+        checks.append((f"prometheus {config.prometheus.url}", f"{type(error).__name__}: {error}"))
+    if config.target.kind == "prometheus+kubernetes":
+        from backends.kubernetes import api_client, make_resource
+
+        what = f"{config.kubernetes.resource} {config.kubernetes.namespace}/{config.kubernetes.name}"
+        try:
+            desired = make_resource(api_client(config.kubernetes), config.kubernetes).desired()
+            checks.append((f"{what} (scale-out {desired})", None))
+        except Exception as error:
+            checks.append(
+                (what, f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
+            )
+    elif config.target.kind == "prometheus+local-flink":
+        what = f"local flink {config.local_flink.rest_url}"
+        try:
+            local_cluster(config)
+            status = FlinkRest(config.local_flink.rest_url).job_status()
+            checks.append((what, None if status is not None else "no running job answers on the REST API"))
+        except ConfigError as error:
+            checks.append((what, "; ".join(error.problems)))
+    return checks

@@ -1,0 +1,197 @@
+"""A standalone Flink cluster on this machine: JobManager and TaskManager processes foresail starts and stops.
+
+In reactive mode the job runs at as many subtasks as there are TaskManagers (one slot each), so scaling is
+starting or stopping TaskManager processes. Each runs `bin/taskmanager.sh start-foreground` (which execs
+the JVM, so its pid is the JVM's) with the cluster's `FLINK_CONF_DIR`, its working directory at the
+Flink home (TaskManagers resolve `usrlib/` from it) and its output in its own log file. The pids are kept
+in a file, so a restarted daemon finds the TaskManagers it started; stopping sends SIGTERM and does not
+wait (Flink's own `taskmanager.sh stop` waits up to 10 s).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import structlog
+
+from backends.flinkrest import FlinkRest
+
+TASKMANAGER_CLASS = "TaskManagerRunner"
+JOBMANAGER_CLASS = "StandaloneApplicationClusterEntryPoint"
+
+
+class LocalFlinkCluster:
+    """The processes of one local cluster; the pid files in `state_dir` are the source of truth."""
+
+    def __init__(self, flink_home: Path, conf_dir: Path, state_dir: Path) -> None:
+        self.flink_home = Path(flink_home)
+        self.conf_dir = Path(conf_dir)
+        self.state_dir = Path(state_dir)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        if not (self.flink_home / "bin" / "taskmanager.sh").is_file():
+            raise FileNotFoundError(
+                f"no Flink distribution at {self.flink_home} (bin/taskmanager.sh missing)"
+            )
+
+    # ---- TaskManagers ---------------------------------------------------------------------------
+    def taskmanagers(self) -> list[int]:
+        """Pids of the running TaskManagers, oldest first (dead ones are dropped from the file)."""
+        return self._alive("taskmanagers", TASKMANAGER_CLASS)
+
+    def start_taskmanager(self) -> int:
+        pid = self._spawn(["bin/taskmanager.sh", "start-foreground"], f"taskmanager-{time.time_ns()}")
+        self._append("taskmanagers", pid)
+        return pid
+
+    def stop_taskmanager(self) -> int | None:
+        """SIGTERM to the newest TaskManager (Flink then rescales in); None when none runs."""
+        pids = self.taskmanagers()
+        if not pids:
+            return None
+        pid = pids[-1]
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        self._write("taskmanagers", pids[:-1])
+        return pid
+
+    def scale_to(self, count: int) -> tuple[list[int], list[int]]:
+        """Start or stop TaskManagers until `count` run; returns (started, stopped) pids."""
+        started, stopped = [], []
+        while len(self.taskmanagers()) < count:
+            started.append(self.start_taskmanager())
+        while len(self.taskmanagers()) > count:
+            pid = self.stop_taskmanager()
+            if pid is not None:
+                stopped.append(pid)
+        return started, stopped
+
+    # ---- JobManager (application mode: the job starts with it) ---------------------------------
+    def start_application(self, job_class: str, args: list[str]) -> int:
+        command = ["bin/standalone-job.sh", "start-foreground", "--job-classname", job_class, *args]
+        pid = self._spawn(command, "jobmanager")
+        self._write("jobmanager", [pid])
+        return pid
+
+    def jobmanager(self) -> int | None:
+        alive = self._alive("jobmanager", JOBMANAGER_CLASS)
+        return alive[0] if alive else None
+
+    def stop_all(self, timeout_s: float = 30.0) -> None:
+        """SIGTERM every process of the cluster, then SIGKILL what still runs after `timeout_s`."""
+        pids = self.taskmanagers() + [p for p in [self.jobmanager()] if p]
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and any(_running(p) for p in pids):
+            time.sleep(0.2)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self._write("taskmanagers", [])
+        self._write("jobmanager", [])
+
+    # ---- bookkeeping ----------------------------------------------------------------------------
+    def _spawn(self, command: list[str], log_name: str) -> int:
+        log_path = self.state_dir / f"{log_name}.log"
+        env = {**os.environ, "FLINK_CONF_DIR": str(self.conf_dir), "FLINK_PID_DIR": str(self.state_dir)}
+        with log_path.open("ab") as log:
+            process = subprocess.Popen(
+                command,
+                cwd=self.flink_home,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # outlives the daemon; a restarted daemon adopts it
+            )
+        return process.pid
+
+    def _alive(self, name: str, java_class: str) -> list[int]:
+        pids = [pid for pid in self._read(name) if _is_process(pid, java_class)]
+        if pids != self._read(name):
+            self._write(name, pids)
+        return pids
+
+    def _path(self, name: str) -> Path:
+        return self.state_dir / f"{name}.pids"
+
+    def _read(self, name: str) -> list[int]:
+        try:
+            return [int(line) for line in self._path(name).read_text().split() if line.strip()]
+        except FileNotFoundError:
+            return []
+
+    def _write(self, name: str, pids: list[int]) -> None:
+        temporary = self._path(name).with_suffix(".tmp")
+        temporary.write_text("".join(f"{pid}\n" for pid in pids))
+        temporary.replace(self._path(name))  # atomic: a killed daemon leaves the old or the new list
+
+    def _append(self, name: str, pid: int) -> None:
+        self._write(name, [*self._read(name), pid])
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return not _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] == "Z"
+
+
+def _is_process(pid: int, java_class: str) -> bool:
+    """The pid runs and is still ours. Each process was started as a session leader, which its exec'd
+    JVM stays; a pid reused by an unrelated process is told apart by that and by its command line
+    (while the launcher script execs the next step the command line can read empty)."""
+    if not _running(pid):
+        return False
+    try:
+        if os.getsid(pid) != pid:
+            return False
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return False
+    markers = (java_class, "taskmanager.sh", "standalone-job.sh", "flink-console.sh")
+    return not command.strip() or any(marker in command for marker in markers)
+
+
+class LocalFlinkTarget:
+    """`ScalingTarget` for a local reactive-mode cluster: the scale-out is the number of TaskManagers."""
+
+    def __init__(
+        self,
+        cluster: LocalFlinkCluster,
+        rest: FlinkRest,
+        log: structlog.typing.FilteringBoundLogger | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.rest = rest
+        self.log = log or structlog.get_logger("foresail.target")
+
+    def scale_to(self, scaleout: int, now_s: float) -> None:
+        started, stopped = self.cluster.scale_to(scaleout)
+        self.log.info("local-flink-scaled", scaleout=scaleout, started=started, stopped=stopped, time_s=now_s)
+
+    def desired(self) -> int:
+        """TaskManagers that run (or start) now: what the cluster is being scaled to."""
+        return len(self.cluster.taskmanagers())
+
+    def ready(self, scaleout: int) -> bool:
+        """The job runs at `scaleout` (Flink's REST API); false while it restarts or cannot be reached."""
+        status = self.rest.job_status()
+        return status is not None and status.running and status.parallelism == scaleout

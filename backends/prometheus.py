@@ -1,0 +1,243 @@
+"""`MetricsSource` over Prometheus: the loop window read with the configured PromQL queries.
+
+It mirrors the twin's source: per-worker series (CPU, throughput) and the input rate on the grid of
+multiples of `step_s` in the window, the backlog, parallelism, uptime and restarts at `now`. Whatever
+cannot be had — an unreachable or slow server, an error answer, garbage, no series, NaN, stale data — is
+left None/NaN and named in `problems`, so the loop holds; `observe` itself never raises for the server's
+sake. After the first connection failure or timeout the remaining queries are skipped, so a dead server
+costs one timeout per loop, not one per query.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import requests
+from prometheus_api_client import PrometheusConnect
+from urllib3.util.retry import Retry
+
+from backends.promql import BadAnswer, newest_sample_s, parse_instant, parse_matrix, sample_grid
+from config.backends import PrometheusConfig
+from mape.types import Observation, WorkerSeries
+
+
+class QueryClient(Protocol):
+    """The two calls of the Prometheus HTTP API the source needs (answers: the JSON `data.result`)."""
+
+    def range(self, query: str, start_s: float, end_s: float, step_s: float) -> object: ...
+
+    def instant(self, query: str, time_s: float) -> object: ...
+
+
+class PrometheusClient:
+    """prometheus-api-client with the configured auth, TLS, timeout and retries."""
+
+    def __init__(self, config: PrometheusConfig) -> None:
+        self.config = config
+        session = requests.Session()
+        session.verify = config.tls_ca_file or not config.tls_insecure_skip_verify
+        if config.tls_client_cert_file:
+            session.cert = (
+                (config.tls_client_cert_file, config.tls_client_key_file)
+                if config.tls_client_key_file
+                else config.tls_client_cert_file
+            )
+        retry = Retry(
+            total=config.retries,
+            connect=config.retries,
+            read=0,  # a slow server stays slow: do not wait for it twice
+            backoff_factor=0.2,
+            status_forcelist=(429, 500, 502, 503, 504),
+            allowed_methods=("GET",),
+            raise_on_status=False,
+        )
+        self.connection = PrometheusConnect(
+            url=config.url.rstrip("/"),
+            session=session,
+            retry=retry,
+            timeout=config.timeout_s,
+            auth=self._basic_auth(),
+        )
+
+    def _basic_auth(self) -> tuple[str, str] | None:
+        if self.config.basic_auth_username is None:
+            return None
+        password = Path(self.config.basic_auth_password_file).read_text().strip()
+        return self.config.basic_auth_username, password
+
+    def _headers(self) -> dict[str, str] | None:
+        """Re-read the token each time: service-account tokens are rotated on disk."""
+        if self.config.bearer_token_file is None:
+            return None
+        token = Path(self.config.bearer_token_file).read_text().strip()
+        return {"Authorization": f"Bearer {token}"}
+
+    def range(self, query: str, start_s: float, end_s: float, step_s: float) -> object:
+        self.connection.headers = self._headers()
+        return self.connection.custom_query_range(
+            query, _utc(start_s), _utc(end_s), step=f"{step_s:g}s", timeout=self.config.timeout_s
+        )
+
+    def instant(self, query: str, time_s: float) -> object:
+        self.connection.headers = self._headers()
+        return self.connection.custom_query(
+            query, params={"time": f"{time_s:.3f}"}, timeout=self.config.timeout_s
+        )
+
+    def ping(self) -> None:
+        """Raise unless Prometheus answers a trivial query (for `check-config`)."""
+        self.instant("1", datetime.now(UTC).timestamp())
+
+
+@dataclass
+class _Reading:
+    """Answers gathered during one observation, and what went wrong."""
+
+    problems: list[str] = field(default_factory=list)
+    unreachable: str | None = None
+
+    def run(self, name: str, call: Callable[[], object]) -> object | None:
+        if self.unreachable is not None:
+            self.problems.append(f"{name}: not queried ({self.unreachable})")
+            return None
+        try:
+            return call()
+        except (requests.ConnectionError, requests.Timeout) as error:
+            slow = isinstance(error, requests.Timeout) or "ReadTimeoutError" in str(error)
+            self.unreachable = (
+                "Prometheus timed out" if slow else f"Prometheus unreachable: {type(error).__name__}"
+            )
+            self.problems.append(f"{name}: {self.unreachable}: {_short(error)}")
+        except Exception as error:  # an error answer or a body that is not the API's JSON
+            self.problems.append(f"{name}: query failed: {type(error).__name__}: {_short(error)}")
+        return None
+
+
+class PrometheusMetricsSource:
+    """`MetricsSource` reading Flink's metrics from Prometheus (see module docstring)."""
+
+    def __init__(self, config: PrometheusConfig, client: QueryClient | None = None) -> None:
+        self.config = config
+        self.client = client or PrometheusClient(config)
+
+    def observe(self, now_s: float, window_s: float) -> Observation:
+        config, step = self.config, self.config.step_s
+        grid = sample_grid(now_s, window_s, step)
+        reading = _Reading()
+        start_s, end_s = (grid[0], grid[-1]) if len(grid) else (now_s, now_s)
+
+        def series(name: str, query: str, label: str | None) -> dict[str, np.ndarray]:
+            answer = reading.run(name, lambda: self.client.range(query, start_s, end_s, step))
+            if answer is None:
+                return {}
+            try:
+                arrays = parse_matrix(answer, grid, step, label)
+            except BadAnswer as error:
+                reading.problems.append(f"{name}: unexpected answer: {error}")
+                return {}
+            if not arrays:
+                reading.problems.append(f"{name}: no series")
+            elif not any(np.isfinite(a).any() for a in arrays.values()):
+                reading.problems.append(f"{name}: only gaps (NaN) in the window")
+            return arrays
+
+        def scalar(name: str, query: str) -> float | None:
+            if not query:
+                return None
+            answer = reading.run(name, lambda: self.client.instant(query, now_s))
+            if answer is None:
+                return None
+            try:
+                value = parse_instant(answer)
+            except BadAnswer as error:
+                reading.problems.append(f"{name}: unexpected answer: {error}")
+                return None
+            if value is None:
+                reading.problems.append(f"{name}: no series")
+            elif math.isnan(value):
+                reading.problems.append(f"{name}: NaN")
+                return None
+            return value
+
+        freshness = scalar("freshness", config.query_freshness)
+        input_rate = series("input_rate", config.query_input_rate, None).get("", np.full(len(grid), np.nan))
+        cpu = series("worker_cpu", config.query_worker_cpu, config.worker_label)
+        throughput = series("worker_throughput", config.query_worker_throughput, config.worker_label)
+        backlog = scalar("backlog", config.query_backlog)
+        parallelism = scalar("parallelism", config.query_parallelism)
+        uptime_s = scalar("uptime", config.query_uptime)
+        restarts = scalar("restarts", config.query_restarts)
+
+        problems = reading.problems
+        if freshness is not None and freshness > config.stale_after_s:
+            problems.append(
+                f"metrics stale: newest sample {freshness:.0f} s old > {config.stale_after_s:.0f} s"
+            )
+        self._check_newest(problems, "input_rate", [input_rate], grid, now_s)
+        self._check_newest(problems, "worker metrics", [*cpu.values(), *throughput.values()], grid, now_s)
+        for name, value in (("backlog", backlog), ("uptime", uptime_s), ("restarts", restarts)):
+            if value is not None and value < 0:
+                problems.append(f"{name}: negative ({value})")
+        workers = _workers(grid, cpu, throughput, problems)
+        return Observation(
+            time_s=float(now_s),
+            window_s=float(window_s),
+            input_timestamps_s=grid,
+            input_rate_rps=input_rate,
+            workers=workers,
+            backlog_records=backlog if backlog is not None and backlog >= 0 else None,
+            parallelism=_count(parallelism, problems),
+            uptime_s=uptime_s if uptime_s is not None and uptime_s >= 0 else None,
+            restarts=int(restarts) if restarts is not None and restarts >= 0 else None,
+            problems=tuple(problems),
+        )
+
+    def _check_newest(
+        self, problems: list[str], name: str, arrays: list[np.ndarray], grid: np.ndarray, now_s: float
+    ) -> None:
+        newest = newest_sample_s(arrays, grid)
+        if newest is not None and now_s - newest > self.config.stale_after_s:
+            problems.append(f"{name}: stale (newest sample {now_s - newest:.0f} s old)")
+
+
+def _workers(
+    grid: np.ndarray, cpu: dict[str, np.ndarray], throughput: dict[str, np.ndarray], problems: list[str]
+) -> tuple[WorkerSeries, ...]:
+    """One series per worker seen by either query; a worker missing from one of them is a problem (it
+    is starting or leaving: its numbers do not describe the job's steady state)."""
+    missing = np.full(len(grid), np.nan)
+    workers = []
+    for worker_id in sorted(set(cpu) | set(throughput)):
+        for name, arrays in (("cpu", cpu), ("throughput", throughput)):
+            if worker_id not in arrays and arrays:
+                problems.append(f"worker {worker_id}: no {name} series")
+        cpu_values = cpu.get(worker_id, missing)
+        throughput_values = throughput.get(worker_id, missing)
+        if (np.nan_to_num(cpu_values) < 0).any() or (np.nan_to_num(throughput_values) < 0).any():
+            problems.append(f"worker {worker_id}: negative samples")
+        workers.append(WorkerSeries(worker_id, grid, cpu_values, throughput_values))
+    return tuple(workers)
+
+
+def _count(value: float | None, problems: list[str]) -> int | None:
+    if value is None:
+        return None
+    if value < 1 or abs(value - round(value)) > 1e-6:
+        problems.append(f"parallelism: not a positive whole number ({value})")
+        return None
+    return round(value)
+
+
+def _utc(time_s: float) -> datetime:
+    return datetime.fromtimestamp(time_s, UTC)
+
+
+def _short(error: BaseException) -> str:
+    text = str(error).replace("\n", " ")
+    return text if len(text) <= 200 else text[:197] + "..."

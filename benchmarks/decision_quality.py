@@ -1,0 +1,53 @@
+"""Decision quality: foresail beside the baselines and the oracle floor, on the shared 6-hour traces.
+
+Usage:
+  python benchmarks/decision_quality.py [--trace sine] [--policies foresail,hpa-80,...] [--seeds 3]
+      prints the comparison table for one trace (a name from the shared workloads or a file);
+  python benchmarks/decision_quality.py --report docs/evaluation.md
+      runs every shared trace and writes the report with its tables and plots (docs/evaluation/);
+  add --render-only to rewrite the report from the saved summaries without running again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from config.schema import Config  # noqa: E402
+from simulator.compare import markdown_tables, run_comparison, write_outputs  # noqa: E402
+from simulator.report import PAPER_POLICIES, TRACES, WORKLOADS, write_report  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trace", default="sine", help=f"one of {', '.join(TRACES)} or a trace file")
+    parser.add_argument("--policies", default=",".join(PAPER_POLICIES))
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=None, help="parallel runs (default: one per core)")
+    parser.add_argument("--out", type=Path, help="also write summary.json, table.md and plots here")
+    parser.add_argument("--report", type=Path, help="run every shared trace and write this report")
+    parser.add_argument("--render-only", action="store_true", help="with --report: reuse saved summaries")
+    args = parser.parse_args()
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    if args.report:
+        write_report(args.report, policies, args.seeds, args.jobs, rerun=not args.render_only)
+        print(f"wrote {args.report}")
+        return
+    workload = str(WORKLOADS / TRACES[args.trace]) if args.trace in TRACES else args.trace
+    config = Config.model_validate({"twin": {"workload": workload}})
+    comparison = run_comparison(config, policies, args.seeds, args.jobs, keep_series=args.out is not None)
+    if args.out:
+        write_outputs(comparison, args.out)
+    from simulator.compare import aggregate, per_run_metrics
+
+    print(
+        markdown_tables(aggregate(per_run_metrics(comparison, config.baselines.static_scaleout)), args.seeds)
+    )
+
+
+if __name__ == "__main__":
+    main()

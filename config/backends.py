@@ -1,0 +1,171 @@
+"""Config sections of the real backends: Prometheus, Kubernetes, a local Flink cluster, the daemon's server.
+
+Declared apart from `config/schema.py` (which assembles them) so each backend's options sit together.
+Default queries target Flink 2.x's Prometheus reporter (names checked on Flink 2.3; see
+`../shared/docs/metrics.md`); every one can be replaced to match another setup.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PrometheusConfig(_Section):
+    url: str = Field("http://127.0.0.1:9090", description="Base URL of the Prometheus HTTP API.")
+    step_s: float = Field(
+        5.0,
+        ge=1,
+        description="Resolution of the range queries over the loop window (seconds between samples).",
+    )
+    timeout_s: float = Field(5.0, gt=0, description="Timeout of one HTTP request to Prometheus.")
+    retries: int = Field(
+        1, ge=0, description="Retries of a request that failed to connect or got a 5xx/429 answer."
+    )
+    stale_after_s: float = Field(
+        30.0,
+        gt=0,
+        description="Metrics whose newest sample is older than this are stale: the loop holds.",
+    )
+    worker_label: str = Field(
+        "tm_id", description="Label that tells workers (TaskManagers) apart in the per-worker queries."
+    )
+    query_worker_cpu: str = Field(
+        "avg by (tm_id) (avg_over_time(flink_taskmanager_Status_JVM_CPU_Load[1m]))",
+        description="Per-worker CPU load (0..1 of the worker's CPU budget), averaged over 60 s like the twin's.",
+    )
+    query_worker_throughput: str = Field(
+        'sum by (tm_id) (rate(flink_taskmanager_job_task_operator_numRecordsOut{operator_name=~"Source.*"}[1m]))',
+        description="Per-worker records/s the sources consume, over 60 s (the twin's 60 s meter).",
+    )
+    query_input_rate: str = Field(
+        'sum(rate(flink_taskmanager_job_task_operator_numRecordsOut{operator_name=~"Source.*"}[1m]))'
+        "+sum(deriv(flink_taskmanager_job_task_operator_pendingRecords[1m]))",
+        description="Records/s arriving at the job (source rate + growth of the backlog; with Kafka, the "
+        "broker's messages-in rate).",
+    )
+    query_backlog: str = Field(
+        "sum(flink_taskmanager_job_task_operator_pendingRecords)",
+        description="Records waiting to be read (FLIP-33 pendingRecords summed; Kafka lag).",
+    )
+    query_parallelism: str = Field(
+        "max(count by (task_name) (flink_taskmanager_job_task_numRecordsIn))",
+        description="Parallelism the job runs at now (subtasks of its widest task).",
+    )
+    query_uptime: str = Field(
+        "max(flink_jobmanager_job_uptime) / 1000", description="Seconds since the job last (re)started."
+    )
+    query_restarts: str = Field(
+        "max(flink_jobmanager_job_numRestarts)", description="Restarts of the job ('' = not queried)."
+    )
+    query_freshness: str = Field(
+        "time() - max(timestamp(flink_jobmanager_job_uptime))",
+        description="Age in seconds of the newest scraped sample; above stale_after_s the data are stale "
+        "('' = not checked).",
+    )
+    bearer_token_file: str | None = Field(
+        None, description="File holding a bearer token sent as 'Authorization: Bearer …' (re-read each time)."
+    )
+    basic_auth_username: str | None = Field(None, description="User name for HTTP basic auth.")
+    basic_auth_password_file: str | None = Field(None, description="File holding the basic-auth password.")
+    tls_ca_file: str | None = Field(None, description="CA bundle to verify the server's certificate.")
+    tls_insecure_skip_verify: bool = Field(
+        False, description="Skip TLS certificate verification (testing only)."
+    )
+    tls_client_cert_file: str | None = Field(None, description="Client certificate for mutual TLS.")
+    tls_client_key_file: str | None = Field(None, description="Key of the client certificate for mutual TLS.")
+
+    @model_validator(mode="after")
+    def _auth_consistent(self) -> PrometheusConfig:
+        if (self.basic_auth_username is None) != (self.basic_auth_password_file is None):
+            raise ValueError("basic_auth_username and basic_auth_password_file go together")
+        if self.bearer_token_file is not None and self.basic_auth_username is not None:
+            raise ValueError("choose bearer_token_file or basic auth, not both")
+        if self.tls_client_key_file is not None and self.tls_client_cert_file is None:
+            raise ValueError("tls_client_key_file needs tls_client_cert_file")
+        return self
+
+
+class KubernetesConfig(_Section):
+    resource: Literal["deployment", "flinkdeployment"] = Field(
+        "deployment",
+        description="What to scale: the TaskManager Deployment of a reactive-mode cluster (scale "
+        "subresource), or a FlinkDeployment of the Flink Kubernetes Operator.",
+    )
+    name: str = Field("flink-taskmanager", description="Name of the Deployment or FlinkDeployment.")
+    namespace: str = Field("default", description="Namespace of the resource and of the leader Lease.")
+    parallelism_path: str = Field(
+        "spec.job.parallelism",
+        description="FlinkDeployment only: dotted path of the field set to the scale-out "
+        "(e.g. spec.taskManager.replicas for a standalone reactive deployment).",
+    )
+    kubeconfig: str | None = Field(
+        None,
+        description="Kubeconfig file; null = the in-cluster service account when running in a pod, "
+        "else the default kubeconfig.",
+    )
+    context: str | None = Field(None, description="Kubeconfig context (null = current).")
+    request_timeout_s: float = Field(10.0, gt=0, description="Timeout of one request to the API server.")
+    retries: int = Field(4, ge=0, description="Retries of a request answered with 409 Conflict or a 5xx.")
+    retry_backoff_s: float = Field(
+        0.5, ge=0, description="First retry delay; doubled after each retry (with jitter)."
+    )
+    readiness_timeout_s: float = Field(
+        300.0,
+        gt=0,
+        description="A rescale not ready (replicas ready, Flink at the new parallelism) after this long "
+        "is logged and counted as timed out; the loop then stops waiting for it.",
+    )
+    leader_election: bool = Field(
+        True, description="Act only while holding a coordination.k8s.io Lease (safe with 2+ replicas)."
+    )
+    lease_name: str = Field("foresail-leader", description="Name of the leader-election Lease.")
+    lease_duration_s: float = Field(
+        15.0, gt=0, description="A leader that has not renewed for this long loses the Lease."
+    )
+    renew_period_s: float = Field(
+        5.0, gt=0, description="How often the leader renews (or a standby retries)."
+    )
+    identity: str | None = Field(None, description="Holder identity in the Lease; null = hostname + pid.")
+
+    @model_validator(mode="after")
+    def _renew_before_expiry(self) -> KubernetesConfig:
+        if self.renew_period_s >= self.lease_duration_s:
+            raise ValueError(
+                f"renew_period_s ({self.renew_period_s}) must be < lease_duration_s ({self.lease_duration_s})"
+            )
+        return self
+
+
+class LocalFlinkConfig(_Section):
+    flink_home: str | None = Field(
+        None, description="Flink distribution (bin/, lib/); null = the FLINK_HOME environment variable."
+    )
+    conf_dir: str | None = Field(
+        None,
+        description="Flink configuration directory of the cluster; null = FLINK_CONF_DIR or <home>/conf.",
+    )
+    state_dir: str | None = Field(
+        None,
+        description="Where the pids and logs of the TaskManagers foresail starts are kept (a restarted daemon "
+        "finds them there); null = <conf_dir>/foresail-taskmanagers.",
+    )
+    rest_url: str = Field("http://127.0.0.1:8081", description="JobManager REST API (readiness checks).")
+    readiness_timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description="A rescale not at the new parallelism after this long is logged as timed out.",
+    )
+
+
+class ServerConfig(_Section):
+    host: str = Field("0.0.0.0", description="Address the daemon's /healthz and /metrics listen on.")
+    port: int = Field(9464, ge=0, le=65535, description="Port of /healthz and /metrics; 0 = not served.")
+    unhealthy_after_loops: float = Field(
+        3.0, gt=0, description="/healthz fails when no iteration finished for this many loop intervals."
+    )

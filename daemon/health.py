@@ -1,0 +1,157 @@
+"""The daemon's own endpoint: `/healthz` for liveness probes and `/metrics` for Prometheus.
+
+`/healthz` answers 200 while iterations keep finishing (within `unhealthy_after_loops` loop intervals of
+the last one, or of the start) and 503 otherwise, so a stuck loop gets the pod restarted. `/metrics`
+exposes what an operator wants on a dashboard: decisions by action, the capacity per scale-out, the
+forecast, loop duration, rescale outcomes, leadership. A private registry keeps several daemons in one
+process (tests) apart.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+from mape.loop import IterationResult
+
+
+class DaemonMetrics:
+    def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.registry = CollectorRegistry()
+        self._monotonic = monotonic
+        self.started_at = monotonic()
+        self.last_iteration_at: float | None = None
+        r = self.registry
+        self.iterations = Counter("foresail_iterations", "MAPE-K iterations run.", registry=r)
+        self.decisions = Counter(
+            "foresail_decisions", "Decisions by action and rule.", ["action", "rule"], registry=r
+        )
+        self.executed = Counter(
+            "foresail_rescales_executed", "Rescales requested from the target.", registry=r
+        )
+        self.errors = Counter("foresail_phase_errors", "Failed loop phases.", ["phase"], registry=r)
+        self.loop_duration = Histogram(
+            "foresail_loop_duration_seconds",
+            "Wall time of one iteration.",
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=r,
+        )
+        self.current_scaleout = Gauge("foresail_current_scaleout", "Scale-out the job runs at.", registry=r)
+        self.target_scaleout = Gauge(
+            "foresail_target_scaleout", "Scale-out of the last decision.", registry=r
+        )
+        self.workload = Gauge(
+            "foresail_workload_avg_rps", "Average input rate over the loop window.", registry=r
+        )
+        self.backlog = Gauge("foresail_backlog_records", "Backlog at the last iteration.", registry=r)
+        self.capacity = Gauge(
+            "foresail_capacity_rps", "Estimated capacity per scale-out.", ["scaleout", "source"], registry=r
+        )
+        self.forecast_next = Gauge(
+            "foresail_forecast_next_loop_max_rps", "Forecast peak until the next loop.", registry=r
+        )
+        self.forecast_horizon = Gauge(
+            "foresail_forecast_horizon_max_rps", "Forecast peak over the horizon.", registry=r
+        )
+        self.forecast_wape = Gauge("foresail_forecast_wape", "Last WAPE of the forecast model.", registry=r)
+        self.holding_on_problems = Gauge(
+            "foresail_holding_on_bad_data", "1 when the last iteration held because of bad data.", registry=r
+        )
+        self.rescale_outcomes = Counter(
+            "foresail_rescale_outcomes",
+            "Followed rescales by outcome (ready, timeout).",
+            ["outcome"],
+            registry=r,
+        )
+        self.rescale_seconds = Gauge(
+            "foresail_last_rescale_seconds",
+            "Request → ready (or timeout) of the last followed rescale.",
+            registry=r,
+        )
+        self.leader = Gauge("foresail_leader", "1 while this replica holds the leader Lease.", registry=r)
+
+    def record(self, result: IterationResult, duration_s: float) -> None:
+        self.last_iteration_at = self._monotonic()
+        self.iterations.inc()
+        self.loop_duration.observe(duration_s)
+        decision, assessment = result.decision, result.assessment
+        if decision is not None:
+            self.decisions.labels(decision.action, decision.rule).inc()
+            self.target_scaleout.set(decision.target_scaleout)
+            self.holding_on_problems.set(1 if decision.rule in ("hold-bad-data", "hold-phase-error") else 0)
+        if result.executed:
+            self.executed.inc()
+        for phase in result.errors:
+            self.errors.labels(phase).inc()
+        if assessment is None:
+            return
+        self.current_scaleout.set(assessment.current_scaleout)
+        self.workload.set(assessment.workload_avg_rps)
+        self.backlog.set(assessment.backlog_records)
+        self.capacity.clear()
+        for scaleout, capacity in assessment.capacities_rps.items():
+            self.capacity.labels(str(scaleout), assessment.capacity_sources.get(scaleout, "current")).set(
+                capacity
+            )
+        if assessment.forecast_rps is not None and len(assessment.forecast_rps):
+            self.forecast_next.set(float(assessment.forecast_rps[:60].max()))
+            self.forecast_horizon.set(float(assessment.forecast_rps.max()))
+        if assessment.forecast_wape is not None:
+            self.forecast_wape.set(assessment.forecast_wape)
+
+    def rescale_outcome(self, outcome: str, seconds: float) -> None:
+        self.rescale_outcomes.labels(outcome).inc()
+        self.rescale_seconds.set(seconds)
+
+    def healthy(self, interval_s: float, unhealthy_after_loops: float) -> bool:
+        since = self.last_iteration_at if self.last_iteration_at is not None else self.started_at
+        return self._monotonic() - since <= unhealthy_after_loops * interval_s
+
+
+class HealthServer:
+    """`/healthz` and `/metrics` on a daemon thread."""
+
+    def __init__(self, metrics: DaemonMetrics, host: str, port: int, healthy: Callable[[], bool]) -> None:
+        registry = metrics.registry
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                if path == "/healthz":
+                    ok = healthy()
+                    self._send(200 if ok else 503, b"ok\n" if ok else b"loop stalled\n", "text/plain")
+                elif path == "/metrics":
+                    self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST)
+                else:
+                    self._send(404, b"not found\n", "text/plain")
+
+            def _send(self, status: int, body: bytes, content_type: str) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:  # probes every few seconds: not for the audit log
+                pass
+
+        self.server = ThreadingHTTPServer((host, port), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self._thread = threading.Thread(target=self.server.serve_forever, name="health", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

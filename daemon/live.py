@@ -1,0 +1,88 @@
+"""`foresail run` against real backends: Prometheus + Kubernetes or a local Flink cluster, on wall time.
+
+One iteration every `loop.interval_s` (apscheduler; never two at once); the loop's times are UTC epoch
+seconds. Only the leader iterates: a standby replica keeps its endpoint healthy and waits for the Lease.
+SIGTERM/SIGINT finish the running iteration, persist, hand the Lease back and exit 0.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import structlog
+
+from backends.factory import make_real_backends
+from config.schema import Config
+from daemon.build import knowledge_settings, make_loop
+from daemon.health import DaemonMetrics, HealthServer
+from daemon.schedule import run_scheduled, stop_on_signals
+from mape.knowledge import KnowledgeStore
+
+
+def run_live(config: Config, max_iterations: int | None = None, stop: threading.Event | None = None) -> int:
+    log = structlog.get_logger("foresail")
+    metrics = DaemonMetrics()
+    server = _serve(config, metrics, log)
+    store = KnowledgeStore(config.knowledge.path, config.knowledge.decision_history)
+    knowledge = store.load(knowledge_settings(config))
+    backends = make_real_backends(config, metrics.rescale_outcome)
+    loop = make_loop(
+        config, backends.source, backends.target, knowledge, store, structlog.get_logger("foresail.audit")
+    )
+    log.info(
+        "daemon-started",
+        target=config.target.kind,
+        policy=config.scaling.policy,
+        knowledge=config.knowledge.path,
+        resumed_iteration=knowledge.iteration,
+        recommend_only=config.target.recommend_only,
+        health_port=server.port if server else None,
+    )
+    backends.start()
+
+    def step(now_s: float) -> bool:
+        leader = backends.is_leader()
+        metrics.leader.set(1 if leader else 0)
+        if not leader:
+            metrics.last_iteration_at = time.monotonic()  # a standby is healthy while it waits
+            log.info(
+                "standby",
+                time_s=now_s,
+                reason="not holding the leader Lease (another replica leads, or the API server cannot be reached)",
+            )
+            return True
+        started = time.perf_counter()
+        result = loop.iterate(now_s)
+        metrics.record(result, time.perf_counter() - started)
+        return True
+
+    stop = stop or threading.Event()
+    stop_on_signals(stop)
+    iterations = 0
+    try:
+        iterations = run_scheduled(step, time.time, config.loop.interval_s, stop, max_iterations)
+    finally:
+        knowledge.close()
+        store.save(knowledge, None)
+        store.close()
+        backends.close()
+        if server is not None:
+            server.close()
+    log.info("daemon-stopped", iterations=iterations, knowledge_iteration=knowledge.iteration)
+    return 0
+
+
+def _serve(
+    config: Config, metrics: DaemonMetrics, log: structlog.typing.FilteringBoundLogger
+) -> HealthServer | None:
+    if config.server.port == 0:
+        return None
+    interval_s, loops = config.loop.interval_s, config.server.unhealthy_after_loops
+    try:
+        return HealthServer(
+            metrics, config.server.host, config.server.port, lambda: metrics.healthy(interval_s, loops)
+        )
+    except OSError as error:  # the loop matters more than its probe: run on, and say so loudly
+        log.error("health-server-failed", host=config.server.host, port=config.server.port, error=str(error))
+        return None

@@ -1,0 +1,164 @@
+"""The model registry: versioned forecaster models per job, on a filesystem the daemon can read.
+
+Layout: `ROOT/<job, URL-quoted>/v000001/{model.pkl, metadata.json}`, versions counting up per job. A
+version is written into a hidden temporary directory and renamed into place, so a reader sees either no
+version or a complete one, and two writers never get the same number (the rename fails for the loser,
+who takes the next). `metadata.json` carries the artifact's SHA-256; the loader checks it.
+
+The artifact is a pickle: load registries you trust only, as with any pickled model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import re
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote
+
+import numpy as np
+
+from forecasting.arima import FittedModel
+
+ARTIFACT = "model.pkl"
+METADATA = "metadata.json"
+FORMAT = 1
+_VERSION = re.compile(r"^v(\d{6,})$")
+
+
+@dataclass(frozen=True)
+class RegistryEntry:
+    """One published version of a job's model."""
+
+    job: str
+    version: int
+    path: Path
+
+    @property
+    def name(self) -> str:
+        return f"v{self.version:06d}"
+
+    def metadata(self) -> dict[str, Any]:
+        return json.loads((self.path / METADATA).read_text(encoding="utf-8"))
+
+
+class ModelRegistry:
+    """Publishes and finds versions; one directory per job."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    def job_dir(self, job: str) -> Path:
+        return self.root / quote(job, safe="")
+
+    def jobs(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(
+            unquote(p.name) for p in self.root.iterdir() if p.is_dir() and not p.name.startswith(".")
+        )
+
+    def versions(self, job: str) -> list[RegistryEntry]:
+        """Complete versions of `job`, oldest first."""
+        directory = self.job_dir(job)
+        if not directory.is_dir():
+            return []
+        found = []
+        for child in directory.iterdir():
+            match = _VERSION.match(child.name)
+            if match and (child / METADATA).is_file():
+                found.append(RegistryEntry(job, int(match.group(1)), child))
+        return sorted(found, key=lambda entry: entry.version)
+
+    def newest(self, job: str) -> RegistryEntry | None:
+        versions = self.versions(job)
+        return versions[-1] if versions else None
+
+    def publish(self, job: str, artifact: bytes, metadata: dict[str, Any]) -> RegistryEntry:
+        """Write a new version (artifact bytes as produced by `serialize`); returns it."""
+        directory = self.job_dir(job)
+        directory.mkdir(parents=True, exist_ok=True)
+        staging = directory / f".staging-{uuid.uuid4().hex}"
+        staging.mkdir()
+        (staging / ARTIFACT).write_bytes(artifact)
+        newest = self.newest(job)
+        version = newest.version + 1 if newest else 1
+        while True:
+            full = {
+                **metadata,
+                "format": FORMAT,
+                "job": job,
+                "version": version,
+                "artifact": {
+                    "file": ARTIFACT,
+                    "sha256": hashlib.sha256(artifact).hexdigest(),
+                    "bytes": len(artifact),
+                },
+            }
+            (staging / METADATA).write_text(json.dumps(full, indent=2, sort_keys=True), encoding="utf-8")
+            target = directory / f"v{version:06d}"
+            try:
+                os.rename(staging, target)  # atomic; fails when a concurrent writer took the number
+            except OSError:
+                if not target.exists():
+                    raise
+                version += 1
+                continue
+            return RegistryEntry(job, version, target)
+
+    def load(self, entry: RegistryEntry) -> tuple[FittedModel, dict[str, Any]]:
+        """The model and its metadata; ValueError when the artifact does not match its checksum."""
+        metadata = entry.metadata()
+        artifact = (entry.path / metadata["artifact"]["file"]).read_bytes()
+        if hashlib.sha256(artifact).hexdigest() != metadata["artifact"]["sha256"]:
+            raise ValueError(f"{entry.path}: artifact does not match its sha256 in {METADATA}")
+        model = pickle.loads(artifact)
+        if not isinstance(model, FittedModel):
+            raise ValueError(f"{entry.path}: artifact is a {type(model).__name__}, not a FittedModel")
+        return model, metadata
+
+
+def serialize(model: FittedModel) -> bytes:
+    return pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+class RegistrySource:
+    """What the online forecaster polls: the newest model of one job, at the forecaster's resolution."""
+
+    def __init__(
+        self, root: str | Path, job: str, resolution_s: float, poll_interval_s: float = 300.0
+    ) -> None:
+        self.registry = ModelRegistry(root)
+        self.job = job
+        self.resolution_s = resolution_s
+        self.poll_interval_s = poll_interval_s
+
+    def newest_version(self) -> str | None:
+        """Name of the newest complete version ("v000003"), None when the job has none (a cheap listing)."""
+        entry = self.registry.newest(self.job)
+        return entry.name if entry else None
+
+    def load(self, version: str) -> FittedModel:
+        """That version's model; ValueError when it is damaged or made for another resolution."""
+        match = _VERSION.match(version)
+        if not match:
+            raise ValueError(f"not a version name: {version!r}")
+        entry = RegistryEntry(self.job, int(match.group(1)), self.registry.job_dir(self.job) / version)
+        model, metadata = self.registry.load(entry)
+        if abs(float(metadata["resolution_s"]) - self.resolution_s) > 1e-9:
+            raise ValueError(
+                f"{self.job} {version} was trained at {metadata['resolution_s']} s buckets, the forecaster "
+                f"works at {self.resolution_s} s: retrain with the daemon's forecast.resolution_s"
+            )
+        return model
+
+    def prepare(self, version: str, values: np.ndarray, times_s: np.ndarray, max_buckets: int) -> FittedModel:
+        """Load that version and join it to the forecaster's retained buckets (runs on its executor)."""
+        from forecasting.spark.models import install
+
+        return install(self.load(version), values, times_s, max_buckets)

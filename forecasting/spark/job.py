@@ -1,0 +1,302 @@
+"""The retraining job on Spark: every job's history in one group, trained in parallel across the cluster.
+
+`groupBy(job).applyInPandas(train)` hands each executor task whole job histories as pandas frames and
+runs forecasting/spark/train.py on them; the driver publishes the results in the registry. The same
+code runs three ways:
+- `foresail retrain --history PATH --registry PATH [--master local[*]|spark://HOST:7077|yarn]`;
+- `spark-submit forecasting/spark/job.py --history PATH --registry PATH` (master and resources from
+  spark-submit; see README "Retraining on Spark");
+- `retrain(spark_session(...), history, registry, settings)` from Python.
+
+Only the driver writes the registry, so it needs a filesystem the driver (and later the daemon) can
+reach; the executors need the history path (any Spark-readable URI) and the Python packages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import resource
+import socket
+import sys
+import tempfile
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from forecasting.registry import ModelRegistry, serialize
+from forecasting.spark.train import RetrainSettings, train_job
+
+RESULT_SCHEMA = "job string, status string, reason string, metadata string, artifact binary"
+LIBRARIES = ("numpy", "pandas", "scipy", "sklearn", "statsmodels", "pmdarima", "pyarrow", "pyspark")
+
+
+def spark_session(master: str | None = None, app_name: str = "foresail-retrain") -> Any:
+    """A session for the job (None: the master spark-submit set). Local masters bind to 127.0.0.1."""
+    from pyspark.sql import SparkSession
+
+    if master is None or master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = SparkSession.builder.appName(app_name)
+    if master:
+        builder = builder.master(master)
+    for key, value in {
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        # one BLAS thread per fit: tasks are the parallelism (fits run 20-35 % faster this way)
+        "spark.executorEnv.OPENBLAS_NUM_THREADS": "1",
+        "spark.executorEnv.OMP_NUM_THREADS": "1",
+        "spark.executorEnv.MKL_NUM_THREADS": "1",
+        "spark.ui.showConsoleProgress": "false",
+    }.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def read_history(spark: Any, path: str, fmt: str = "auto") -> Any:
+    """The history as a DataFrame (job string, t double epoch seconds, rate double).
+
+    Parquet (a file or a directory, e.g. `export-history`'s job=…/day=… partitions) or CSV with a header;
+    columns `job`, `timestamp` (a timestamp, an ISO-8601 string, or epoch seconds) and `rate` (records/s).
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if fmt == "auto":
+        fmt = "csv" if _looks_like_csv(path) else "parquet"
+    if fmt == "csv":
+        frame = spark.read.option("header", "true").option("inferSchema", "true").csv(path)
+    else:
+        frame = spark.read.parquet(path)
+    missing = {"job", "timestamp", "rate"} - set(frame.columns)
+    if missing:
+        raise ValueError(
+            f"{path}: history lacks the column(s) {sorted(missing)} (schema: job, timestamp, rate)"
+        )
+    stamp = frame.schema["timestamp"].dataType
+    if isinstance(stamp, T.StringType):
+        seconds = F.unix_micros(F.to_timestamp("timestamp")) / 1e6
+    elif isinstance(stamp, T.TimestampType | T.TimestampNTZType):
+        seconds = F.unix_micros(F.col("timestamp").cast("timestamp")) / 1e6
+    else:
+        seconds = F.col("timestamp").cast("double")
+    return frame.select(
+        F.col("job").cast("string").alias("job"),
+        seconds.alias("t"),
+        F.col("rate").cast("double").alias("rate"),
+    )
+
+
+def _looks_like_csv(path: str) -> bool:
+    local = Path(path)
+    if local.is_dir():
+        return any(local.rglob("*.csv")) and not any(local.rglob("*.parquet"))
+    return path.lower().endswith((".csv", ".csv.gz"))
+
+
+def retrain(
+    spark: Any,
+    history: str,
+    registry: str,
+    settings: RetrainSettings,
+    jobs: list[str] | None = None,
+    fmt: str = "auto",
+) -> list[dict[str, Any]]:
+    """Train every job of `history` (or only `jobs`), publish the good models; one summary row per job."""
+    from pyspark.sql import functions as F
+
+    frame = read_history(spark, history, fmt)
+    if jobs:
+        frame = frame.filter(F.col("job").isin(jobs))
+    names = [row.job for row in frame.select("job").distinct().collect()]
+    if not names:
+        return []
+    if not spark.sparkContext.master.startswith("local"):
+        _ship_package(spark)
+    # Range partitioning on the job key balances rows (~ fit cost) over the tasks and already satisfies
+    # groupBy(job), so no second shuffle; an explicit count is kept as is by adaptive execution, which
+    # would otherwise coalesce a small history into one task and train it on one core.
+    partitions = max(1, min(len(names), spark.sparkContext.defaultParallelism * 4))
+    results = (
+        frame.repartitionByRange(partitions, "job")
+        .groupBy("job")
+        .applyInPandas(_group_trainer(settings), schema=RESULT_SCHEMA)
+        .persist()
+    )
+    try:
+        results.count()  # train all groups in parallel; the loop below only reads the cached rows
+        store = ModelRegistry(registry)
+        summary = []
+        for row in results.toLocalIterator():
+            metadata = json.loads(row.metadata)
+            entry = None
+            if row.status == "ok":
+                metadata["created_at"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+                entry = store.publish(row.job, bytes(row.artifact), metadata)
+            summary.append(
+                _summary_row(row.job, row.status, row.reason, metadata, entry.name if entry else None)
+            )
+    finally:
+        results.unpersist()
+    return sorted(summary, key=lambda item: item["job"])
+
+
+def _group_trainer(settings: RetrainSettings) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    """The function applyInPandas runs per job (a plain function of one frame, as Spark expects)."""
+
+    def train(frame: pd.DataFrame) -> pd.DataFrame:
+        return _train_group(settings, frame)
+
+    return train
+
+
+def _train_group(settings: RetrainSettings, frame: pd.DataFrame) -> pd.DataFrame:
+    """One job's history → one result row (runs in the executors' Python workers)."""
+    from pyspark import TaskContext
+
+    job = str(frame["job"].iloc[0])
+    result = train_job(job, frame["t"].to_numpy(), frame["rate"].to_numpy(), settings)
+    context = TaskContext.get()
+    result.metadata["trained_by"] = {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "partition": context.partitionId() if context else None,
+        "worker_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+    result.metadata["libraries"] = library_versions()
+    artifact = serialize(result.model) if result.model is not None else None
+    return pd.DataFrame(
+        [
+            {
+                "job": job,
+                "status": result.status,
+                "reason": result.reason,
+                "metadata": json.dumps(result.metadata),
+                "artifact": artifact,
+            }
+        ]
+    )
+
+
+def library_versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    versions = {"python": platform.python_version()}
+    for name in LIBRARIES:
+        try:
+            versions[name] = version("scikit-learn" if name == "sklearn" else name)
+        except PackageNotFoundError:
+            versions[name] = "absent"
+    return versions
+
+
+def _summary_row(job: str, status: str, reason: str, metadata: dict, version: str | None) -> dict[str, Any]:
+    backtest = metadata.get("backtest", {})
+    return {
+        "job": job,
+        "status": status,
+        "reason": reason,
+        "version": version,
+        "model": metadata.get("model", {}).get("label"),
+        "best": backtest.get("best"),
+        "wape": backtest.get("wape"),
+        "train_seconds": metadata.get("train_seconds"),
+        "partition": metadata.get("trained_by", {}).get("partition"),
+        "worker_peak_rss_mb": metadata.get("trained_by", {}).get("worker_peak_rss_mb"),
+    }
+
+
+def _ship_package(spark: Any) -> None:
+    """Send the `forecasting` package to the executors (a cluster's workers do not have this checkout)."""
+    package = Path(__file__).resolve().parents[1]
+    archive = Path(tempfile.mkdtemp(prefix="foresail-")) / "forecasting.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        for file in package.rglob("*.py"):
+            zipped.write(file, file.relative_to(package.parent))
+    spark.sparkContext.addPyFile(str(archive))
+
+
+def settings_from_args(args: argparse.Namespace, base: RetrainSettings) -> RetrainSettings:
+    overrides = {
+        "season_resolution_s": args.season_resolution_s,
+        "backtest_s": args.backtest_s,
+        "select_window_s": args.select_window_s,
+        "min_history_s": args.min_history_s,
+    }
+    return RetrainSettings(**{**base.__dict__, **{k: v for k, v in overrides.items() if v is not None}})
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of `foresail retrain` and of this module's spark-submit main."""
+    parser.add_argument("--history", required=True, help="history: Parquet (file or directory) or CSV")
+    parser.add_argument("--registry", required=True, help="model registry directory (created if absent)")
+    parser.add_argument(
+        "--master", default=None, help="local[*], spark://HOST:PORT, yarn… (default: spark-submit's)"
+    )
+    parser.add_argument("--format", choices=("auto", "parquet", "csv"), default="auto")
+    parser.add_argument("--jobs", default=None, help="comma-separated job names (default: all)")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("--season-resolution-s", type=float, default=None)
+    parser.add_argument("--backtest-s", type=float, default=None)
+    parser.add_argument("--select-window-s", type=float, default=None)
+    parser.add_argument("--min-history-s", type=float, default=None)
+
+
+def run(args: argparse.Namespace, base: RetrainSettings) -> int:
+    """Run the job as the command line asked; 0 when no job failed (skipped jobs are not failures)."""
+    spark = spark_session(args.master)
+    jobs = [name.strip() for name in args.jobs.split(",")] if args.jobs else None
+    summary = retrain(spark, args.history, args.registry, settings_from_args(args, base), jobs, args.format)
+    print_summary(summary, args.json)
+    return 1 if any(item["status"] == "failed" for item in summary) else 0
+
+
+def print_summary(summary: list[dict[str, Any]], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(summary))
+        return
+    if not summary:
+        print("no job in the history")
+    for item in summary:
+        if item["status"] == "ok":
+            scores = ", ".join(f"{k} {v:.4f}" for k, v in item["wape"].items() if v is not None)
+            print(f"{item['job']}: {item['version']} {item['model']} (backtest WAPE: {scores})")
+        else:
+            print(f"{item['job']}: {item['status']}: {item['reason']}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """spark-submit entry point; the model settings come from a foresail config file (--config)."""
+    parser = argparse.ArgumentParser(description="foresail: retrain the forecasters on Spark")
+    add_arguments(parser)
+    parser.add_argument("--config", default=None, help="foresail config (its forecast section)")
+    args = parser.parse_args(argv)
+    return run(args, base_settings(args.config))
+
+
+def base_settings(config_path: str | None) -> RetrainSettings:
+    """The retraining settings matching the daemon's forecast section (defaults without a config)."""
+    from config.load import load_config
+
+    forecast = load_config(config_path).forecast
+    return RetrainSettings(
+        resolution_s=forecast.resolution_s,
+        horizon_s=forecast.horizon_s,
+        max_history_s=forecast.max_history_s,
+        max_interpolated_gap_s=forecast.max_interpolated_gap_s,
+        max_differencing=getattr(forecast, "max_differencing", 1),
+    )
+
+
+if __name__ == "__main__":
+    # spark-submit runs this file as __main__: call the importable module, so the functions shipped to
+    # the executors are pickled by reference to it rather than by value from __main__
+    from forecasting.spark.job import main as module_main
+
+    sys.exit(module_main())

@@ -1,0 +1,56 @@
+"""Baseline policies to compare foresail against, on the same loop and twin, behind the same `Policy` protocol.
+
+- `static`: a fixed scale-out (the paper's 12 workers);
+- `hpa-80`, `hpa-85`: the Kubernetes Horizontal Pod Autoscaler's algorithm on CPU;
+- `flink-operator`: the Flink Kubernetes Operator autoscaler's rule (true processing rate from busy time);
+- `ds2`: DS2's reactive true-rate scaling;
+- and the oracle floor (`oracle_workers`), which is not a policy: the twin's ground truth, per second.
+"""
+
+from __future__ import annotations
+
+from config.schema import Config
+from mape.plan import Policy
+from simulator.baselines.ds2 import Ds2Policy
+from simulator.baselines.flink_operator import FlinkOperatorPolicy, OperatorSettings
+from simulator.baselines.hpa import HpaPolicy
+from simulator.baselines.oracle import oracle_workers
+from simulator.baselines.static import StaticPolicy
+
+__all__ = [
+    "BASELINE_POLICIES",
+    "Ds2Policy",
+    "FlinkOperatorPolicy",
+    "HpaPolicy",
+    "StaticPolicy",
+    "make_baseline",
+    "oracle_workers",
+]
+
+
+BASELINE_POLICIES = ("static", "hpa-80", "hpa-85", "flink-operator", "ds2")
+
+
+def make_baseline(config: Config) -> Policy:
+    """The baseline named by `scaling.policy`, with its knobs from `baselines`."""
+    b, scaling = config.baselines, config.scaling
+    name = scaling.policy
+    if name == "static":
+        return StaticPolicy(b.static_scaleout)
+    if name in ("hpa-80", "hpa-85"):
+        return HpaPolicy(int(name.removeprefix("hpa-")) / 100, b.hpa_tolerance, b.hpa_scale_down_window_s)
+    if name == "flink-operator":
+        settings = OperatorSettings(
+            target_utilization=b.operator_target_utilization,
+            utilization_boundary=b.operator_utilization_boundary,
+            restart_time_s=b.operator_restart_time_s,
+            catch_up_duration_s=b.operator_catch_up_duration_s,
+            metrics_window_s=b.operator_metrics_window_s,
+            stabilization_interval_s=b.operator_stabilization_interval_s,
+            scale_down_interval_s=b.operator_scale_down_interval_s,
+            scale_down_max_factor=b.operator_scale_down_max_factor,
+        )
+        return FlinkOperatorPolicy(scaling.min_scaleout, scaling.max_scaleout, settings)
+    if name == "ds2":
+        return Ds2Policy(b.ds2_target_ratio)
+    raise ValueError(f"not a baseline policy: {name!r}")

@@ -1,0 +1,74 @@
+"""`foresail check-config` with real backends: the file, then Prometheus and the target (Kubernetes via
+kmock, an emulator of its API over real HTTP)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+import yaml
+
+from daemon.cli import main
+from tests.backends.fake_http import FakeServer
+from tests.backends.kube_emulator import KubeEmulator
+
+
+@pytest.fixture
+def prometheus():
+    body = json.dumps({"status": "success", "data": {"resultType": "scalar", "result": [1, "1"]}}).encode()
+    server = FakeServer(lambda handler: (200, body))
+    yield server.url
+    server.close()
+
+
+def _closed_port_url() -> str:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}"
+
+
+def _write(tmp_path: Path, prometheus_url: str, kubeconfig: Path, name: str = "flink-taskmanager") -> Path:
+    path = tmp_path / "foresail.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "target": {"kind": "prometheus+kubernetes"},
+                "prometheus": {"url": prometheus_url, "timeout_s": 1, "retries": 0},
+                "kubernetes": {
+                    "kubeconfig": str(kubeconfig),
+                    "namespace": "flink",
+                    "name": name,
+                    "retries": 0,
+                },
+            }
+        )
+    )
+    return path
+
+
+def test_reports_ok_when_prometheus_answers_and_the_deployment_exists(tmp_path, prometheus, capsys):
+    with KubeEmulator() as kube:
+        kube.create_deployment("flink", "flink-taskmanager", replicas=2)
+        kube.kubeconfig(tmp_path / "kubeconfig")
+        assert main(["check-config", str(_write(tmp_path, prometheus, tmp_path / "kubeconfig"))]) == 0
+    out = capsys.readouterr().out
+    assert f"prometheus {prometheus}: OK" in out
+    assert "deployment flink/flink-taskmanager (scale-out 2): OK" in out
+
+
+def test_fails_naming_what_does_not_answer(tmp_path, capsys):
+    with KubeEmulator() as kube:
+        kube.kubeconfig(tmp_path / "kubeconfig")
+        config = _write(tmp_path, _closed_port_url(), tmp_path / "kubeconfig", name="missing")
+        assert main(["check-config", str(config)]) == 1
+    out = capsys.readouterr().out
+    assert "prometheus http://127.0.0.1:" in out and "FAILED: ConnectionError" in out
+    assert "deployment flink/missing: FAILED: NotFoundException" in out
+
+
+def test_no_connect_only_validates_the_file(tmp_path, capsys):
+    config = _write(tmp_path, _closed_port_url(), tmp_path / "absent-kubeconfig")
+    assert main(["check-config", "--no-connect", str(config)]) == 0
+    assert "FAILED" not in capsys.readouterr().out

@@ -1,0 +1,66 @@
+"""The daemon's /healthz and /metrics endpoint."""
+
+from __future__ import annotations
+
+import numpy as np
+import requests
+
+from daemon.health import DaemonMetrics, HealthServer
+from mape.loop import IterationResult
+from mape.types import Assessment, Decision
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _result(action_target: int) -> IterationResult:
+    assessment = Assessment(
+        time_s=60.0, current_scaleout=2, workload_avg_rps=900.0, workload_max_rps=1000.0, backlog_records=10.0,
+        capacities_rps={1: 600.0, 2: 1200.0, 3: 1800.0}, capacity_sources={1: "observed", 3: "extrapolated"},
+        forecast_rps=np.full(900, 1100.0),
+    )  # fmt: skip
+    decision = Decision(60.0, 2, action_target, "smallest-sufficient")
+    return IterationResult(60.0, assessment=assessment, decision=decision, executed=action_target != 2)
+
+
+def test_healthz_fails_once_iterations_stop_for_the_configured_number_of_loops():
+    clock = Clock()
+    metrics = DaemonMetrics(monotonic=clock)
+    server = HealthServer(
+        metrics, "127.0.0.1", 0, lambda: metrics.healthy(interval_s=10, unhealthy_after_loops=3)
+    )
+    url = f"http://127.0.0.1:{server.port}"
+    try:
+        assert requests.get(f"{url}/healthz", timeout=5).status_code == 200  # just started
+        clock.now = 31.0
+        assert requests.get(f"{url}/healthz", timeout=5).status_code == 503  # no iteration for > 3 loops
+        metrics.record(_result(3), duration_s=0.2)
+        assert requests.get(f"{url}/healthz", timeout=5).status_code == 200
+        assert requests.get(f"{url}/nope", timeout=5).status_code == 404
+    finally:
+        server.close()
+
+
+def test_metrics_expose_decisions_capacity_forecast_and_loop_duration():
+    metrics = DaemonMetrics()
+    server = HealthServer(metrics, "127.0.0.1", 0, lambda: True)
+    try:
+        metrics.record(_result(3), duration_s=0.2)
+        metrics.record(_result(2), duration_s=0.4)
+        metrics.rescale_outcome("ready", 18.5)
+        text = requests.get(f"http://127.0.0.1:{server.port}/metrics", timeout=5).text
+    finally:
+        server.close()
+    assert 'foresail_decisions_total{action="scale_out",rule="smallest-sufficient"} 1.0' in text
+    assert 'foresail_decisions_total{action="hold",rule="smallest-sufficient"} 1.0' in text
+    assert 'foresail_capacity_rps{scaleout="3",source="extrapolated"} 1800.0' in text
+    assert "foresail_forecast_horizon_max_rps 1100.0" in text
+    assert "foresail_loop_duration_seconds_count 2.0" in text
+    assert "foresail_loop_duration_seconds_sum 0.6" in text
+    assert 'foresail_rescale_outcomes_total{outcome="ready"} 1.0' in text
+    assert "foresail_rescales_executed_total 1.0" in text

@@ -1,0 +1,312 @@
+"""The real stack the end-to-end tests start: Flink 2.3 (from the PyPI wheels), Prometheus, the load job.
+
+Flink is found at $FLINK_HOME or installed on first use (`pip install --no-deps --target`, as .ci/run
+does) into a directory apart from the app's environment; Prometheus is Debian's package. Ports are picked
+free at start so two runs on one machine do not collide.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import requests
+
+from backends.flinkrest import FlinkRest, JobStatus
+from backends.localflink import LocalFlinkCluster
+
+REPO = Path(__file__).resolve().parents[2]
+FLINK_VERSION = "2.3.0"
+_STACK_DIR = (
+    Path("/opt/foresail-stack") if os.access("/opt", os.W_OK) else Path.home() / ".cache" / "foresail-stack"
+)
+DEFAULT_FLINK_TARGET = _STACK_DIR / f"flink-{FLINK_VERSION}"
+"""Where .ci/run installs Flink (as root: /opt); a developer without write access to /opt gets ~/.cache."""
+JOB_SOURCE = REPO / "jobs" / "TraceLoadJob.java"
+JOB_CLASS = "TraceLoadJob"
+INSTALL_HINT = (
+    "install the test stack as .ci/run does: apt-get install -y --no-install-recommends prometheus; "
+    f"pip install --no-deps --target {DEFAULT_FLINK_TARGET} apache-flink=={FLINK_VERSION} "
+    f"apache-flink-libraries=={FLINK_VERSION}; export FLINK_HOME={DEFAULT_FLINK_TARGET}/pyflink"
+)
+
+
+def wait_for(condition: Callable[[], object], timeout_s: float, what: str, poll_s: float = 0.5) -> object:
+    """Poll `condition` until it returns something truthy; fail naming `what` after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        time.sleep(poll_s)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def free_port_range(count: int) -> int:
+    """First of `count` consecutive free ports (for the Prometheus reporter's port range)."""
+    for _ in range(200):
+        base = free_port()
+        if base + count > 65000:
+            continue
+        with contextlib.ExitStack() as stack:
+            try:
+                for port in range(base, base + count):
+                    probe = stack.enter_context(socket.socket())
+                    probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return base
+    raise RuntimeError(f"no {count} consecutive free ports")
+
+
+# ---- installation ---------------------------------------------------------------------------------
+def flink_home() -> Path:
+    """$FLINK_HOME, else the default install location; installs Flink there on first use."""
+    configured = os.environ.get("FLINK_HOME")
+    if configured:
+        home = Path(configured)
+        assert (home / "bin" / "taskmanager.sh").is_file(), f"FLINK_HOME={home} has no bin/; {INSTALL_HINT}"
+        return home
+    home = DEFAULT_FLINK_TARGET / "pyflink"
+    if not (home / "bin" / "taskmanager.sh").is_file():
+        install_flink(DEFAULT_FLINK_TARGET)
+    return home
+
+
+def install_flink(target: Path) -> None:
+    """pip's --target install of the two wheels, under a lock so parallel first uses do not race."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (target / "pyflink" / "bin" / "taskmanager.sh").is_file():
+            return
+        command = [
+            sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
+            f"apache-flink=={FLINK_VERSION}", f"apache-flink-libraries=={FLINK_VERSION}",
+        ]  # fmt: skip
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        assert result.returncode == 0, f"installing Flink failed: {result.stderr[-2000:]}\n{INSTALL_HINT}"
+
+
+def prometheus_binary() -> str:
+    binary = shutil.which("prometheus")
+    assert binary, f"the prometheus binary is not installed; {INSTALL_HINT}"
+    return binary
+
+
+def compile_job(home: Path, build_dir: Path) -> Path:
+    """javac against Flink's lib/*, packed into a jar in usrlib/ (where the entry point looks for it)."""
+    classes = build_dir / "classes"
+    classes.mkdir(parents=True, exist_ok=True)
+    javac = subprocess.run(
+        ["javac", "-nowarn", "-cp", f"{home}/lib/*", "-d", str(classes), str(JOB_SOURCE)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert javac.returncode == 0, f"javac failed:\n{javac.stderr}"
+    (home / "usrlib").mkdir(exist_ok=True)
+    jar = home / "usrlib" / "foresail-trace-load.jar"
+    staging = build_dir / "foresail-trace-load.jar"
+    subprocess.run(["jar", "cf", str(staging), "-C", str(classes), "."], check=True)
+    os.replace(staging, jar)  # atomic: a cluster of a parallel run never sees half a jar
+    return jar
+
+
+# ---- Prometheus -----------------------------------------------------------------------------------
+class PrometheusServer:
+    """A real Prometheus on 127.0.0.1 with static scrape targets, or over a given TSDB (backfilled data)."""
+
+    def __init__(self, workdir: Path, targets: list[str] | None = None, tsdb: Path | None = None) -> None:
+        self.workdir = workdir
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        workdir.mkdir(parents=True, exist_ok=True)
+        config = workdir / "prometheus.yml"
+        lines = ["global:", "  scrape_interval: 1s", "  evaluation_interval: 1s", "scrape_configs:"]
+        if targets:
+            quoted = ", ".join(f"'{t}'" for t in targets)
+            lines += ["  - job_name: flink", "    static_configs:", f"      - targets: [{quoted}]"]
+        else:
+            lines[-1] = "scrape_configs: []"
+        config.write_text("\n".join(lines) + "\n")
+        self.log_path = workdir / "prometheus.log"
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [
+                    prometheus_binary(),
+                    f"--config.file={config}",
+                    f"--storage.tsdb.path={tsdb or workdir / 'tsdb'}",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                    "--storage.tsdb.retention.time=1d",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=workdir,
+            )
+        wait_for(self._ready, 30, f"Prometheus ready on {self.url} (log: {self.log_path})", 0.1)
+
+    def _ready(self) -> bool:
+        assert self.process.poll() is None, f"Prometheus exited: {self.log_path.read_text()[-2000:]}"
+        try:
+            return requests.get(f"{self.url}/-/ready", timeout=1).ok
+        except requests.RequestException:
+            return False
+
+    def query(self, promql: str, at_s: float | None = None) -> list:
+        params = {"query": promql} if at_s is None else {"query": promql, "time": f"{at_s:.3f}"}
+        answer = requests.get(f"{self.url}/api/v1/query", params=params, timeout=5).json()
+        return answer["data"]["result"]
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+# ---- Flink ----------------------------------------------------------------------------------------
+class FlinkStack:
+    """A reactive-mode application cluster running the trace load job, scraped by its own Prometheus."""
+
+    REPORTER_PORTS = 8
+
+    def __init__(self, workdir: Path, home: Path, work: int, initial_rps: int = 0) -> None:
+        self.workdir = workdir
+        self.home = home
+        self.rest_port = free_port()
+        self.rest_url = f"http://127.0.0.1:{self.rest_port}"
+        self.reporter_base = free_port_range(self.REPORTER_PORTS)
+        self.conf_dir = workdir / "conf"
+        self.state_dir = workdir / "state"
+        self.trace = TraceFile(workdir / "trace.txt", initial_rps)
+        self._write_conf()
+        self.cluster = LocalFlinkCluster(home, self.conf_dir, self.state_dir)
+        self.rest = FlinkRest(self.rest_url)
+        self.work = work
+
+    def _write_conf(self) -> None:
+        self.conf_dir.mkdir(parents=True, exist_ok=True)
+        for name in ("log4j-console.properties", "log4j.properties", "logback-console.xml"):
+            shutil.copy(self.home / "conf" / name, self.conf_dir / name)
+        java_opts = _shipped_java_opts(self.home / "conf" / "config.yaml")
+        last_port = self.reporter_base + self.REPORTER_PORTS - 1
+        settings = {
+            "env.java.opts.all": java_opts,
+            "env.pid.dir": str(self.workdir / "pids"),
+            "env.log.dir": str(self.workdir / "log"),
+            "jobmanager.rpc.address": "localhost",
+            "jobmanager.rpc.port": str(free_port()),
+            "jobmanager.bind-host": "localhost",
+            "taskmanager.bind-host": "localhost",
+            "taskmanager.host": "localhost",
+            "rest.address": "localhost",
+            "rest.bind-address": "localhost",
+            "rest.port": str(self.rest_port),
+            "scheduler-mode": "reactive",
+            "taskmanager.numberOfTaskSlots": "1",
+            "jobmanager.memory.process.size": "768m",
+            "taskmanager.memory.process.size": "1024m",
+            "taskmanager.memory.managed.size": "64m",
+            "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling": "2s",
+            "jobmanager.adaptive-scheduler.executing.resource-stabilization-timeout": "2s",
+            "jobmanager.adaptive-scheduler.rescale-trigger.max-delay": "5s",
+            "metrics.reporter.prom.factory.class": "org.apache.flink.metrics.prometheus.PrometheusReporterFactory",
+            "metrics.reporter.prom.port": f"{self.reporter_base}-{last_port}",
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": "100000",
+            "restart-strategy.fixed-delay.delay": "1s",
+            "execution.checkpointing.interval": "5s",
+            "execution.checkpointing.dir": f"file://{self.workdir / 'checkpoints'}",
+        }
+        lines = [f"{key}: {_yaml_scalar(value)}" for key, value in settings.items()]
+        (self.conf_dir / "config.yaml").write_text("\n".join(lines) + "\n")
+
+    @property
+    def scrape_targets(self) -> list[str]:
+        return [
+            f"127.0.0.1:{port}"
+            for port in range(self.reporter_base, self.reporter_base + self.REPORTER_PORTS)
+        ]
+
+    def start(self, taskmanagers: int = 1) -> None:
+        self.cluster.start_application(JOB_CLASS, ["--trace", str(self.trace.path), "--work", str(self.work)])
+        self.cluster.scale_to(taskmanagers)
+        self.wait_parallelism(taskmanagers, timeout_s=120)
+
+    def status(self) -> JobStatus | None:
+        return self.rest.job_status()
+
+    def wait_parallelism(self, parallelism: int, timeout_s: float) -> JobStatus:
+        def at_target() -> JobStatus | None:
+            assert self.cluster.jobmanager() is not None, f"JobManager exited; logs in {self.state_dir}"
+            status = self.status()
+            return status if status and status.running and status.parallelism == parallelism else None
+
+        return wait_for(at_target, timeout_s, f"the job running at parallelism {parallelism}")
+
+    def stop(self) -> None:
+        self.cluster.stop_all()
+
+
+class TraceFile:
+    """The job's `second|count` trace, programmed while the job runs: only seconds to come are rewritten."""
+
+    def __init__(self, path: Path, initial_rps: int = 0) -> None:
+        self.path = path
+        self.start_s: float | None = None
+        self.rates: list[int] = []
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._write([initial_rps])
+
+    def anchor(self, start_s: float) -> None:
+        """Wall-clock time (epoch seconds) of the trace's second 0: when the job first started."""
+        self.start_s = start_s
+
+    def hold(self, rate_rps: int, lead_s: float = 2.0) -> float:
+        """From `lead_s` seconds on, `rate_rps` until further notice; returns the wall time of the change."""
+        assert self.start_s is not None, "anchor the trace to the job's start first"
+        change_s = time.time() + lead_s
+        second = max(0, int(change_s - self.start_s))
+        past = self.rates[:second] + [self.rates[-1]] * max(0, second - len(self.rates))
+        self._write([*past, rate_rps])
+        return self.start_s + second
+
+    def _write(self, rates: list[int]) -> None:
+        self.rates = list(rates)
+        staging = self.path.with_suffix(".tmp")
+        staging.write_text("".join(f"{second}|{rate}\n" for second, rate in enumerate(rates)))
+        os.replace(staging, self.path)
+
+
+def _shipped_java_opts(config: Path) -> str:
+    """The `env.java.opts.all` line Flink ships (module opens the JVM needs): kept as is."""
+    lines = config.read_text().splitlines()
+    for index, line in enumerate(lines):
+        if line.strip() == "all:" or line.strip().startswith("all: "):
+            value = line.split("all:", 1)[1].strip()
+            if value:
+                return value
+            return lines[index + 1].strip()
+    return ""
+
+
+def _yaml_scalar(value: str) -> str:
+    return value if value and all(c.isalnum() or c in "._-/:=, " for c in value) else f"'{value}'"

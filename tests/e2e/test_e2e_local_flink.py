@@ -1,0 +1,116 @@
+"""End to end on the real stack: Flink 2.3 in reactive mode running the trace load job, scraped by a real
+Prometheus, driven by `foresail run --config` with the local-Flink target (TaskManager processes).
+
+A rising load makes the daemon scale out, a falling one scale in; checked on Flink's REST API and in the
+audit log. The daemon is killed with SIGKILL right after it decided the scale-out (Flink still
+rescaling) and started again: it must pick the rescale up, not scale twice, and keep what it learned.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from mape.knowledge import KnowledgeStore
+from tests.e2e.daemon_process import DaemonProcess, executed
+from tests.e2e.scenario import daemon_config, record_figures, rise_until_scale_out
+
+pytestmark = pytest.mark.e2e
+
+
+def _capacity_1(event: dict) -> float | None:
+    capacities = event.get("capacity_rps") or {}
+    return capacities.get("1")
+
+
+def test_rising_load_scales_out_falling_load_scales_in_and_a_killed_daemon_resumes(stack, tmp_path):
+    flink, prometheus = stack.flink, stack.prometheus
+    config = daemon_config(flink, prometheus.url, tmp_path, {"kind": "prometheus+local-flink"})
+    stack.settle()
+    low = stack.light_load_rps()
+    daemon = DaemonProcess(config, tmp_path, "first")
+    try:
+        # warm-up: the daemon learns the single worker's line at a light load and holds
+        learned = daemon.wait_event(
+            lambda e: (
+                e.get("event") == "iteration"
+                and _capacity_1(e)
+                and not (e.get("inputs") or {}).get("problems")
+            ),
+            120,
+            "an iteration with clean data and a capacity for one worker",
+        )
+        assert learned["decision"]["action"] == "hold"
+        estimated_before_saturation = _capacity_1(daemon.iterations()[-1])
+
+        # rising load → scale out
+        rise_s, decided = rise_until_scale_out(flink, daemon, stack.capacity_rps)
+        target = decided["decision"]["target_scaleout"]
+        assert target >= 2
+        estimated_at_decision = _capacity_1(decided)
+        daemon.kill()  # mid-rescale: Flink has not reached the new parallelism yet
+        assert len(flink.cluster.taskmanagers()) == target
+        killed_at_iteration = decided["iteration"]
+
+        second = DaemonProcess(config, tmp_path, "second")
+        daemon = second
+        started = second.wait_event(lambda e: e.get("event") == "daemon-started", 30, "the restarted daemon")
+        assert started["resumed_iteration"] >= killed_at_iteration
+        flink.wait_parallelism(target, timeout_s=120)
+        landed_s = time.time()
+        out_s = landed_s - rise_s
+        # until Flink ran at the new parallelism, the restarted daemon only held: no second scale-out
+        before = [e for e in second.iterations() if e["time_s"] < landed_s]
+        assert before, "the restarted daemon ran no iteration while Flink rescaled"
+        assert all(e["decision"]["action"] == "hold" for e in before), before
+        # one worker ran alone from the load step to the decision: its throughput, and whether it kept up
+        overloaded_rps = stack.median_throughput_rps(rise_s + 5, decided["time_s"])
+        backlog_grew = stack.backlog_at(decided["time_s"]) > 2 * stack.backlog_at(rise_s + 5) + 1000
+        assert len(flink.cluster.taskmanagers()) == target
+
+        # falling load → scale in
+        fall_s = flink.trace.hold(low)
+        second.wait_event(executed("scale_in"), 150, "a scale-in decision")
+        flink.wait_parallelism(1, timeout_s=60)
+        in_s = time.time() - fall_s
+        assert len(flink.cluster.taskmanagers()) == 1
+        assert second.terminate() == 0
+    finally:
+        if daemon.process.poll() is None:
+            daemon.kill()
+
+    store = KnowledgeStore(config["knowledge"]["path"])
+    knowledge = store.load()
+    decisions = store.decisions()
+    store.close()
+    assert knowledge.iteration == len(decisions) >= killed_at_iteration + 3  # nothing lost across the kill
+    applied = [d.target_scaleout for d in decisions if d.action != "hold"]
+    assert applied[0] == target and applied[-1] == 1
+    assert 1 in knowledge.capacity.observed  # the saturated single worker's capacity was kept
+
+    # the truth to compare the daemon's estimate with: one worker overloaded, now that the JIT and the
+    # machine have settled (the calibration at start-up reads low)
+    saturated_rps = stack.measure_saturated_capacity(2 * estimated_at_decision)
+    record_figures(
+        "local-flink",
+        {
+            "load_rise_to_parallelism_s": round(out_s, 1),
+            "load_fall_to_parallelism_1_s": round(in_s, 1),
+            "scaleout_target": target,
+            "capacity_1_estimated_at_light_load_rps": estimated_before_saturation,
+            "capacity_1_estimated_at_decision_rps": estimated_at_decision,
+            "throughput_1_saturated_rps": round(saturated_rps, 1),
+            "throughput_1_saturated_at_calibration_rps": round(stack.capacity_rps, 1),
+            "throughput_1_between_step_and_decision_rps": overloaded_rps,
+            "backlog_grew_between_step_and_decision": backlog_grew,
+            "estimate_error_at_light_load_pct": _error_pct(estimated_before_saturation, saturated_rps),
+            "estimate_error_at_decision_pct": _error_pct(estimated_at_decision, saturated_rps),
+            "low_rps": low,
+            "triggering_load_rps": decided["inputs"]["workload_avg_rps"],
+        },
+    )
+
+
+def _error_pct(estimate: float | None, actual: float) -> float | None:
+    return None if estimate is None else round(100 * (estimate - actual) / actual, 1)

@@ -1,0 +1,59 @@
+"""The model registry: versions count up atomically, artifacts are checked, metadata says what was trained."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from forecasting.registry import ModelRegistry, RegistrySource, serialize
+
+
+def test_versions_count_up_per_job_and_the_newest_is_found(tmp_path, trained):
+    result, _ = trained
+    registry = ModelRegistry(tmp_path)
+    first = registry.publish("shop", serialize(result.model), result.metadata)
+    second = registry.publish("shop", serialize(result.model), result.metadata)
+    other = registry.publish("a/b c", serialize(result.model), result.metadata)
+    assert (first.name, second.name, other.name) == ("v000001", "v000002", "v000001")
+    assert registry.newest("shop") == second and registry.jobs() == ["a/b c", "shop"]
+    assert registry.newest("nobody") is None
+    model, metadata = registry.load(second)
+    assert model.label == result.model.label and metadata["version"] == 2
+
+
+def test_metadata_records_orders_resolution_seasons_backtest_and_range(tmp_path, trained):
+    result, _ = trained
+    entry = ModelRegistry(tmp_path).publish("shop", serialize(result.model), result.metadata)
+    metadata = json.loads((entry.path / "metadata.json").read_text())
+    assert metadata["model"]["family"] == "arima" and len(metadata["model"]["order"]) == 3
+    assert metadata["resolution_s"] == 300.0
+    assert metadata["seasonality"]["profile"]["periods_s"] == [86_400.0]
+    assert set(metadata["backtest"]["wape"]) == {"arima", "holt-winters", "seasonal-naive"}
+    assert metadata["training_range"]["start"].startswith("2026-01-05T00:00:00")
+    assert metadata["artifact"]["bytes"] == (entry.path / "model.pkl").stat().st_size
+
+
+def test_concurrent_publishers_never_share_a_version(tmp_path, trained):
+    result, _ = trained
+    registry, artifact = ModelRegistry(tmp_path), serialize(result.model)
+    threads = [threading.Thread(target=registry.publish, args=("shop", artifact, {})) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [entry.version for entry in registry.versions("shop")] == list(range(1, 9))
+    assert not list((tmp_path / "shop").glob(".staging-*"))
+
+
+def test_a_damaged_artifact_or_another_resolution_is_refused(tmp_path, trained):
+    result, _ = trained
+    registry = ModelRegistry(tmp_path)
+    entry = registry.publish("shop", serialize(result.model), result.metadata)
+    source = RegistrySource(tmp_path, "shop", resolution_s=10.0)
+    with pytest.raises(ValueError, match=r"trained at 300\.0 s buckets"):
+        source.load(entry.name)
+    (entry.path / "model.pkl").write_bytes(b"garbage")
+    with pytest.raises(ValueError, match="sha256"):
+        registry.load(entry)
