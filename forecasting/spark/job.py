@@ -232,22 +232,6 @@ def settings_from_args(args: argparse.Namespace, base: RetrainSettings) -> Retra
     return RetrainSettings(**{**base.__dict__, **{k: v for k, v in overrides.items() if v is not None}})
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of `foresail retrain` and of this module's spark-submit main."""
-    parser.add_argument("--history", required=True, help="history: Parquet (file or directory) or CSV")
-    parser.add_argument("--registry", required=True, help="model registry directory (created if absent)")
-    parser.add_argument(
-        "--master", default=None, help="local[*], spark://HOST:PORT, yarn… (default: spark-submit's)"
-    )
-    parser.add_argument("--format", choices=("auto", "parquet", "csv"), default="auto")
-    parser.add_argument("--jobs", default=None, help="comma-separated job names (default: all)")
-    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
-    parser.add_argument("--season-resolution-s", type=float, default=None)
-    parser.add_argument("--backtest-s", type=float, default=None)
-    parser.add_argument("--select-window-s", type=float, default=None)
-    parser.add_argument("--min-history-s", type=float, default=None)
-
-
 def run(args: argparse.Namespace, base: RetrainSettings) -> int:
     """Run the job as the command line asked; 0 when no job failed (skipped jobs are not failures)."""
     spark = spark_session(args.master)
@@ -273,8 +257,10 @@ def print_summary(summary: list[dict[str, Any]], as_json: bool) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """spark-submit entry point; the model settings come from a foresail config file (--config)."""
+    from forecasting.spark.commands import add_retrain_arguments
+
     parser = argparse.ArgumentParser(description="foresail: retrain the forecasters on Spark")
-    add_arguments(parser)
+    add_retrain_arguments(parser)
     parser.add_argument("--config", default=None, help="foresail config (its forecast section)")
     args = parser.parse_args(argv)
     return run(args, base_settings(args.config))
