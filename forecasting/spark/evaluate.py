@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 from collections import Counter
 from dataclasses import dataclass
@@ -135,6 +136,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--spark", action="store_true", help="retrain through the Spark job (local[2])")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    from daemon.logs import configure_logging
+
+    configure_logging("warning", "console", sys.stderr)  # stdout carries only the result
     result = compare(args.weeks, args.seed, args.spark, args.interval_s)
     if args.json:
         print(json.dumps(result))
