@@ -9,23 +9,13 @@ from mape.types import Observation
 from simulator.metrics import TwinMetricsSource, TwinScalingTarget
 from simulator.params import TwinParams
 from simulator.twin import Twin
+from tests.simulator import twin_helpers
+from tests.simulator.twin_helpers import constant
 
 
 def quiet(**overrides) -> TwinParams:
-    knobs = {
-        "worker_capacity_rps": 100_000.0,  # catches up any backlog within one second
-        "speed_cov": 0.0,
-        "cpu_noise_sd": 0.0,
-        "scale_out_downtime_sd_s": 0.0,
-        "scale_in_downtime_sd_s": 0.0,
-        "failure_downtime_sd_s": 0.0,
-    }
-    knobs.update(overrides)
-    return TwinParams(**knobs)
-
-
-def constant(rate_rps: float, duration_s: int) -> np.ndarray:
-    return np.full(duration_s, float(rate_rps))
+    """Deterministic knobs; a capacity that catches up any backlog within one second."""
+    return twin_helpers.quiet(**{"worker_capacity_rps": 100_000.0, **overrides})
 
 
 def test_samples_sit_on_the_scrape_grid_inside_the_window():
