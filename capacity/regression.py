@@ -84,6 +84,12 @@ class RegressionStats:
         return self.c_xy / self.m2_x if self.m2_x > 0 else math.nan
 
     @property
+    def reverse_slope(self) -> float:
+        """dY/dX from regressing X on Y (var(Y) / cov(X, Y)): unbiased when X carries the noise and Y is
+        exact; NaN unless X and Y co-vary positively."""
+        return self.m2_y / self.c_xy if self.c_xy > 0 else math.nan
+
+    @property
     def slope_t(self) -> float:
         """t-statistic of the slope (slope / its standard error); 0 when it cannot be computed."""
         if self.n < 3 or self.m2_x <= 0:

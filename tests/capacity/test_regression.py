@@ -69,6 +69,18 @@ def test_nan_and_constant_cpu_are_guarded():
     assert math.isnan(RegressionStats().var_x)
 
 
+def test_reverse_slope_is_the_inverse_of_regressing_x_on_y():
+    rng = np.random.default_rng(5)
+    ys = rng.uniform(1_000, 8_000, 2_000)  # light load: X moves little beside its noise
+    xs = 0.1 + ys / 60_000 + rng.normal(0, 0.03, 2_000)  # noise in X only, as with a CPU gauge
+    stats = RegressionStats.from_arrays(xs, ys)
+    _, x_per_y = _lstsq(ys, xs)
+    assert math.isclose(stats.reverse_slope, 1 / x_per_y, rel_tol=1e-9)
+    assert abs(stats.reverse_slope - 60_000) / 60_000 < 0.05  # unbiased by the noise in X
+    assert stats.slope < 0.8 * 60_000  # regressing Y on X is attenuated by it
+    assert math.isnan(RegressionStats.from_arrays(np.array([0.5, 0.4]), np.array([1.0, 2.0])).reverse_slope)
+
+
 def test_round_trips_through_dict():
     stats = RegressionStats.from_arrays(np.array([0.1, 0.5, 0.9]), np.array([10.0, 50.0, 95.0]))
     assert RegressionStats.from_dict(stats.to_dict()) == stats
