@@ -146,7 +146,9 @@ def test_low_load_lines_are_not_flattened_by_cpu_gauge_noise():
         series = []
         for w in range(workers):
             tput = np.full(4, load * per_worker_at_saturation) * (1 + 0.01 * rng.standard_normal(4))
-            cpu = idle + (saturation - idle) * tput / per_worker_at_saturation + 0.027 * rng.standard_normal(4)
+            cpu = (
+                idle + (saturation - idle) * tput / per_worker_at_saturation + 0.027 * rng.standard_normal(4)
+            )
             series.append(WorkerSeries(f"w{w}", stamps, cpu, tput))
         windows = valid_windows(tuple(series), None, stamps[-1], 0.0)
         model.learn(windows, stamps[-1])
