@@ -18,11 +18,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from config.schema import Config  # noqa: E402
+from forecasting.blas import limit_blas_threads  # noqa: E402
 from simulator.compare import markdown_tables, run_comparison, write_outputs  # noqa: E402
 from simulator.report import PAPER_POLICIES, TRACES, WORKLOADS, write_report  # noqa: E402
 
 
 def main() -> None:
+    limit_blas_threads()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", default="sine", help=f"one of {', '.join(TRACES)} or a trace file")
     parser.add_argument("--policies", default=",".join(PAPER_POLICIES))

@@ -18,6 +18,7 @@ import structlog
 
 from config.schema import Config
 from daemon.build import knowledge_settings, make_plan
+from forecasting.blas import limit_blas_threads
 from forecasting.executor import InlineExecutor
 from forecasting.online import WorkloadForecaster
 from forecasting.types import ForecastSettings
@@ -102,6 +103,7 @@ def forecast_update_ms(iterations: int) -> list[float]:
 
 
 def main() -> None:
+    limit_blas_threads()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=200)
     parser.add_argument("--json", action="store_true")

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from config.schema import Config
+from forecasting.blas import limit_blas_threads
 from simulator.runner import simulate
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "daedalus" / "workloads"
@@ -25,6 +26,7 @@ FIELDS = (
 
 
 def main() -> None:
+    limit_blas_threads()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--policy", default="reactive")
     parser.add_argument("--seed", type=int, default=0)

@@ -9,12 +9,14 @@ from pathlib import Path
 
 from config.load import ConfigError, load_config, parse_config, render_example
 from config.schema import Config
+from forecasting.blas import limit_blas_threads
 
 EXIT_OK, EXIT_FAILURE, EXIT_CONFIG = 0, 1, 2
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    limit_blas_threads()
     try:
         return args.handler(args)
     except ConfigError as error:

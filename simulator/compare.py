@@ -21,6 +21,7 @@ import numpy as np
 from config.load import parse_config
 from config.schema import Config
 from daemon.logs import configure_logging
+from forecasting.blas import limit_blas_threads
 from simulator.runner import simulate
 
 ORACLE = "oracle"
@@ -84,6 +85,7 @@ def run_comparison(
 def _quiet_logs() -> None:
     """Worker processes report only warnings (on stderr): the summaries are the output."""
     configure_logging("warning", "console", sys.stderr)
+    limit_blas_threads()
 
 
 def _run(task: tuple[dict, bool]) -> dict:

@@ -30,6 +30,7 @@ from typing import Any
 
 import pandas as pd
 
+from forecasting.blas import limit_blas_threads
 from forecasting.registry import ModelRegistry, serialize
 from forecasting.spark.train import RetrainSettings, train_job
 
@@ -160,6 +161,7 @@ def _train_group(settings: RetrainSettings, frame: pd.DataFrame) -> pd.DataFrame
     """One job's history → one result row (runs in the executors' Python workers)."""
     from pyspark import TaskContext
 
+    limit_blas_threads()
     job = str(frame["job"].iloc[0])
     result = train_job(job, frame["t"].to_numpy(), frame["rate"].to_numpy(), settings)
     context = TaskContext.get()
