@@ -14,7 +14,7 @@ import structlog
 
 from backends.factory import make_real_backends
 from config.schema import Config
-from daemon.build import knowledge_settings, make_loop
+from daemon.build import knowledge_settings, loop_interval_s, make_loop
 from daemon.health import DaemonMetrics, HealthServer
 from daemon.schedule import run_scheduled, stop_on_signals
 from mape.knowledge import KnowledgeStore
@@ -61,7 +61,7 @@ def run_live(config: Config, max_iterations: int | None = None, stop: threading.
     stop_on_signals(stop)
     iterations = 0
     try:
-        iterations = run_scheduled(step, time.time, config.loop.interval_s, stop, max_iterations)
+        iterations = run_scheduled(step, time.time, loop_interval_s(config), stop, max_iterations)
     finally:
         knowledge.close()
         store.save(knowledge, None)
@@ -78,7 +78,7 @@ def _serve(
 ) -> HealthServer | None:
     if config.server.port == 0:
         return None
-    interval_s, loops = config.loop.interval_s, config.server.unhealthy_after_loops
+    interval_s, loops = loop_interval_s(config), config.server.unhealthy_after_loops
     try:
         return HealthServer(
             metrics, config.server.host, config.server.port, lambda: metrics.healthy(interval_s, loops)

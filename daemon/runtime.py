@@ -7,7 +7,7 @@ import threading
 import structlog
 
 from config.schema import Config
-from daemon.build import knowledge_settings, make_loop, make_twin
+from daemon.build import knowledge_settings, loop_interval_s, make_loop, make_twin
 from daemon.logs import configure_logging
 from daemon.schedule import ScaledClock, run_scheduled, run_virtual, stop_on_signals
 from forecasting.executor import InlineExecutor
@@ -51,7 +51,7 @@ def run_daemon(config: Config, max_iterations: int | None = None, stop: threadin
 
     stop = stop or threading.Event()
     stop_on_signals(stop)
-    interval_s, speedup = config.loop.interval_s, config.twin.speedup
+    interval_s, speedup = loop_interval_s(config), config.twin.speedup
     try:
         if speedup > 0:
             clock = ScaledClock(start_s, speedup)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
+import numpy as np
+
 from daemon.schedule import ScaledClock, run_scheduled, run_virtual
 
 
@@ -54,3 +56,20 @@ def test_scaled_clock_maps_wall_seconds_to_virtual_seconds():
     assert clock.now() == 1000.0
     assert clock.now() == 1060.0
     assert clock.now() == 1240.0
+
+
+def test_the_daemon_runs_an_hpa_baseline_at_the_hpa_sync_period(tmp_path):
+    """`foresail run` with an HPA policy iterates every baselines.hpa_sync_period_s (15 s), as `simulate`."""
+    from config.schema import Config
+    from daemon.runtime import run_daemon
+    from mape.knowledge import KnowledgeStore
+
+    path = tmp_path / "k.sqlite"
+    config = Config.model_validate(
+        {"scaling": {"policy": "hpa-80"}, "knowledge": {"path": str(path)}, "logging": {"level": "warning"}}
+    )
+    assert run_daemon(config, max_iterations=4) == 0
+    store = KnowledgeStore(str(path))
+    times = [d.time_s for d in store.decisions()]
+    store.close()
+    assert np.diff(times).tolist() == [15.0, 15.0, 15.0]
