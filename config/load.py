@@ -23,6 +23,10 @@ class ConfigError(Exception):
         self.problems = problems
         super().__init__(f"{source}: invalid configuration\n" + "\n".join(f"  - {p}" for p in problems))
 
+    def __reduce__(self) -> tuple:
+        """Picklable, so an error in a worker process (foresail compare) reaches the parent intact."""
+        return ConfigError, (self.source, self.problems)
+
 
 def load_config(path: str | Path | None) -> Config:
     """The validated config from a YAML file; defaults when `path` is None."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -94,3 +95,10 @@ def test_console_script_reports_exit_code_2(tmp_path: Path):
     )
     assert completed.returncode == 2
     assert "loop.interval_s" in completed.stderr
+
+
+def test_config_errors_survive_pickling_to_a_parent_process():
+    error = ConfigError("twin.workload", ["no such trace: x.csv"])
+    copy = pickle.loads(pickle.dumps(error))
+    assert isinstance(copy, ConfigError)
+    assert (copy.source, copy.problems, str(copy)) == (error.source, error.problems, str(error))
