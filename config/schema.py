@@ -82,11 +82,11 @@ class ScalingConfig(Section):
     drain_time_s: float = Field(
         300.0, gt=0, description="Reactive plan: the backlog must drain within this time on top of the load."
     )
-    necessary_window_s: float = Field(
-        600.0,
+    reactive_headroom: float = Field(
+        0.0,
         ge=0,
-        description="foresail plan: within this time after a rescale, keep the scale-out while it carries the "
-        "average load and the forecast until the next loop (rescale only if necessary).",
+        description="Reactive plan: capacity must exceed (1 + headroom) × the load it needs, like a target "
+        "utilization of 1 / (1 + headroom); 0 runs the workers up to their capacity.",
     )
     necessary_window_s: float = Field(
         600.0,

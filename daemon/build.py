@@ -70,7 +70,7 @@ def make_policy(config: Config) -> Policy:
             scaling.necessary_window_s,
         )
     if scaling.policy == "reactive":
-        return ReactivePolicy(scaling.max_scaleout, scaling.drain_time_s)
+        return ReactivePolicy(scaling.max_scaleout, scaling.drain_time_s, scaling.reactive_headroom)
     if scaling.policy in BASELINE_POLICIES:
         return make_baseline(config)
     raise ConfigError("scaling.policy", [f"scaling.policy: unknown policy {scaling.policy!r}"])

@@ -50,6 +50,15 @@ def test_backlog_to_drain_is_added_to_the_load():
     assert decision.action == "scale_out"
 
 
+def test_headroom_multiplies_what_the_reactive_plan_needs():
+    # (35k rps + 0.5M records / 100 s) × 1.25 = 50k rps → 6 workers; without headroom 40k → 5
+    policy = ReactivePolicy(10, drain_time_s=100.0, headroom=0.25)
+    scaleout, _, reasons = policy.propose(_assessment(35_000, backlog=500_000), Knowledge())
+    assert scaleout == 6
+    assert "(1 + 0.25)" in reasons[0]
+    assert ReactivePolicy(10, drain_time_s=100.0).propose(_assessment(35_000, 500_000), Knowledge())[0] == 5
+
+
 def test_scales_in_when_the_load_drops():
     decision = _plan().decide(_assessment(12_000, current=8), Knowledge())
     assert (decision.target_scaleout, decision.action) == (2, "scale_in")
