@@ -14,6 +14,7 @@ COPY recovery recovery
 COPY config config
 COPY simulator simulator
 COPY backends backends
+COPY memory memory
 RUN pip install --constraint deploy/constraints.txt . && foresail check-config --no-connect config/example.yaml
 
 USER 10001

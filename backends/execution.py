@@ -42,6 +42,8 @@ class PendingRescale:
     since_s: float
     origin: str
     """'requested' by this daemon, or 'found at start-up'."""
+    managed_mb: float | None = None
+    """Managed memory per slot the job must run with once done (None: not part of the change)."""
 
 
 class RescaleFollower:
@@ -61,12 +63,15 @@ class RescaleFollower:
         self.pending: PendingRescale | None = None
         self._adopted = False
 
-    def requested(self, scaleout: int, now_s: float) -> None:
+    def requested(self, scaleout: int, now_s: float, managed_mb: float | None = None) -> None:
         self._adopted = True
-        self.pending = PendingRescale(scaleout, now_s, "requested")
+        self.pending = PendingRescale(scaleout, now_s, "requested", managed_mb)
 
-    def check(self, now_s: float, observed_parallelism: int | None) -> str | None:
-        """A problem text while a rescale is in progress; None once it is done (or given up)."""
+    def check(
+        self, now_s: float, observed_parallelism: int | None, observed_managed_mb: float | None = None
+    ) -> str | None:
+        """A problem text while a rescale is in progress; None once it is done (or given up). A memory
+        change is done when the job also reports the new managed memory (where it reports any)."""
         if not self._adopted:
             self._adopt(now_s, observed_parallelism)
         pending = self.pending
@@ -78,7 +83,12 @@ class RescaleFollower:
         except Exception as error:
             resource_ready = False
             self.log.warning("rescale-readiness-unknown", error=f"{type(error).__name__}: {error}")
-        if resource_ready and observed_parallelism == pending.scaleout:
+        memory_done = (
+            pending.managed_mb is None
+            or observed_managed_mb is None
+            or abs(observed_managed_mb - pending.managed_mb) < 1.0
+        )
+        if resource_ready and observed_parallelism == pending.scaleout and memory_done:
             self._finish("ready", elapsed, pending)
             return None
         if elapsed > self.timeout_s:
@@ -86,7 +96,8 @@ class RescaleFollower:
             return None
         return (
             f"rescale to {pending.scaleout} in progress for {elapsed:.0f} s ({pending.origin}; "
-            f"job at {observed_parallelism}, resources {'ready' if resource_ready else 'not ready'})"
+            f"job at {observed_parallelism}, resources {'ready' if resource_ready else 'not ready'}"
+            f"{'' if memory_done else f', managed memory {observed_managed_mb:.0f} MB, not {pending.managed_mb:.0f}'})"
         )
 
     def _adopt(self, now_s: float, observed_parallelism: int | None) -> None:
@@ -137,6 +148,20 @@ class FollowedTarget:
         self.target.scale_to(scaleout, now_s)
         self.follower.requested(scaleout, now_s)
 
+    def reconfigure(self, scaleout: int, managed_mb: float, now_s: float) -> None:
+        """A scale-out with new managed memory per slot (memory levels), followed like a rescale."""
+        if self.recommend_only:
+            self.log.info("recommendation", scaleout=scaleout, managed_mb=managed_mb, time_s=now_s)
+            raise NotApplied(
+                f"recommend-only mode: scale-out {scaleout} with {managed_mb:.0f} MB managed memory "
+                "recommended, not applied"
+            )
+        reconfigure = getattr(self.target, "reconfigure", None)
+        if reconfigure is None:
+            raise TypeError(f"{type(self.target).__name__} cannot change the managed memory")
+        reconfigure(scaleout, managed_mb, now_s)
+        self.follower.requested(scaleout, now_s, managed_mb)
+
 
 class FollowingSource:
     """`MetricsSource` whose observations name a rescale in progress as a problem (the loop holds)."""
@@ -147,7 +172,7 @@ class FollowingSource:
 
     def observe(self, now_s: float, window_s: float) -> Observation:
         observation = self.source.observe(now_s, window_s)
-        note = self.follower.check(now_s, observation.parallelism)
+        note = self.follower.check(now_s, observation.parallelism, observation.managed_memory_mb)
         if note is None:
             return observation
         return dataclasses.replace(observation, problems=(*observation.problems, note))

@@ -63,10 +63,20 @@ def make_real_backends(
                 k8s.renew_period_s,
                 request_timeout_s=k8s.request_timeout_s,
             )
-        raw = KubernetesTarget(make_resource(api, k8s), k8s.retries, k8s.retry_backoff_s, elector)
+        raw = KubernetesTarget(
+            make_resource(api, k8s),
+            k8s.retries,
+            k8s.retry_backoff_s,
+            elector,
+            process_base_mb=config.memory.process_base_mb,
+        )
         timeout_s = k8s.readiness_timeout_s
     elif config.target.kind == "prometheus+local-flink":
-        raw = LocalFlinkTarget(local_cluster(config), FlinkRest(config.local_flink.rest_url))
+        raw = LocalFlinkTarget(
+            local_cluster(config),
+            FlinkRest(config.local_flink.rest_url),
+            process_base_mb=config.memory.process_base_mb,
+        )
         timeout_s = config.local_flink.readiness_timeout_s
     else:
         raise ConfigError("target.kind", [f"target.kind: {config.target.kind!r} has no real backends"])

@@ -6,6 +6,14 @@ use; it needs only `patch` on `deployments/scale`). With the Flink Kubernetes Op
 field of the FlinkDeployment (`spec.job.parallelism`, or `spec.taskManager.replicas` for standalone
 reactive mode), set with a JSON merge patch. Patches are absolute (set N, never add 1), so repeating one
 after a crash or a retry cannot scale twice. Conflicts and server errors are retried with backoff.
+
+Memory levels change the TaskManagers themselves: Flink's managed memory
+(`taskmanager.memory.managed.size`) and, to keep the heap as it was, the process and container memory
+(`taskmanager.memory.process.size`, the container's memory request and limit). On the Deployment that is
+one JSON patch of the pod template (dynamic properties `-D…` in the TaskManager container's args, and its
+resources) with the replicas; on a FlinkDeployment one merge patch of `spec.taskManager.resource.memory`
+and `spec.flinkConfiguration`. Every TaskManager pod restarts, which the loop counts as a rescale (give the
+Deployment `strategy: Recreate`, or a rolling update restarts the job once per pod).
 """
 
 from __future__ import annotations
@@ -24,6 +32,8 @@ from backends.retry import with_retries
 from config.backends import KubernetesConfig
 
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+MANAGED_KEY, PROCESS_KEY = "taskmanager.memory.managed.size", "taskmanager.memory.process.size"
 FLINK_GROUP, FLINK_VERSION, FLINK_PLURAL = "flink.apache.org", "v1beta1", "flinkdeployments"
 
 
@@ -58,18 +68,58 @@ class ScaledResource(Protocol):
 
     def set_scaleout(self, scaleout: int) -> None: ...
 
+    def set_configuration(self, scaleout: int, managed_mb: float, process_mb: float) -> None: ...
+
     def desired(self) -> int | None: ...
 
     def ready(self, scaleout: int) -> bool: ...
 
 
 class DeploymentScale:
-    """The TaskManager Deployment, scaled through its scale subresource."""
+    """The TaskManager Deployment, scaled through its scale subresource (memory: through its template)."""
 
-    def __init__(self, api: client.ApiClient, namespace: str, name: str, timeout_s: float) -> None:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        namespace: str,
+        name: str,
+        timeout_s: float,
+        container: str = "taskmanager",
+    ) -> None:
         self.apps = client.AppsV1Api(api)
         self.namespace, self.name, self.timeout_s = namespace, name, timeout_s
+        self.container = container
         self.description = f"deployment {namespace}/{name}"
+
+    def set_configuration(self, scaleout: int, managed_mb: float, process_mb: float) -> None:
+        """Replicas, the TaskManager container's memory and Flink's memory options, in one JSON patch; a
+        `test` of the container's name makes it fail rather than resize another container."""
+        template = self._read().spec.template.spec
+        names = [c.name for c in template.containers]
+        if self.container not in names:
+            raise ValueError(f"{self.description}: no container {self.container!r} (has {names})")
+        index = names.index(self.container)
+        container = template.containers[index]
+        flags = (f"-D{MANAGED_KEY}={_mebibytes(managed_mb)}", f"-D{PROCESS_KEY}={_mebibytes(process_mb)}")
+        args = [
+            a for a in container.args or [] if not a.startswith((f"-D{MANAGED_KEY}=", f"-D{PROCESS_KEY}="))
+        ]
+        resources = container.resources.to_dict() if container.resources else {}
+        memory = f"{round(process_mb)}Mi"
+        resources = {
+            "requests": {**(resources.get("requests") or {}), "memory": memory},
+            "limits": {**(resources.get("limits") or {}), "memory": memory},
+        }
+        path = f"/spec/template/spec/containers/{index}"
+        patch = [
+            {"op": "test", "path": f"{path}/name", "value": self.container},
+            {"op": "replace", "path": "/spec/replicas", "value": scaleout},
+            {"op": "add", "path": f"{path}/args", "value": [*args, *flags]},
+            {"op": "add", "path": f"{path}/resources", "value": resources},
+        ]
+        self.apps.patch_namespaced_deployment(
+            self.name, self.namespace, patch, _content_type=JSON_PATCH, _request_timeout=self.timeout_s
+        )
 
     def set_scaleout(self, scaleout: int) -> None:
         self.apps.patch_namespaced_deployment_scale(
@@ -91,6 +141,8 @@ class DeploymentScale:
             return False
         if metadata.generation is not None and (status.observed_generation or 0) < metadata.generation:
             return False
+        if status.updated_replicas is not None and status.updated_replicas != scaleout:
+            return False  # pods of the previous template (memory) still run
         return (status.ready_replicas or 0) == scaleout and (status.replicas or scaleout) == scaleout
 
     def _read(self) -> client.V1Deployment:
@@ -107,6 +159,31 @@ class FlinkDeploymentScale:
         self.namespace, self.name, self.timeout_s = namespace, name, timeout_s
         self.path = path.split(".")
         self.description = f"flinkdeployment {namespace}/{name} ({path})"
+        self.expected_managed: str | None = None
+        """Managed memory of the last memory change, until the operator has reconciled it."""
+
+    def set_configuration(self, scaleout: int, managed_mb: float, process_mb: float) -> None:
+        """Scale-out, TaskManager memory and managed memory in one merge patch of the spec."""
+        patch: dict[str, Any] = scaleout
+        for key in reversed(self.path):
+            patch = {key: patch}
+        memory = {
+            "spec": {
+                "taskManager": {"resource": {"memory": _mebibytes(process_mb)}},
+                "flinkConfiguration": {MANAGED_KEY: _mebibytes(managed_mb)},
+            }
+        }
+        self.custom.patch_namespaced_custom_object(
+            FLINK_GROUP,
+            FLINK_VERSION,
+            self.namespace,
+            FLINK_PLURAL,
+            self.name,
+            _merged(memory, patch),
+            _content_type=MERGE_PATCH,
+            _request_timeout=self.timeout_s,
+        )
+        self.expected_managed = _mebibytes(managed_mb)
 
     def set_scaleout(self, scaleout: int) -> None:
         patch: dict[str, Any] = scaleout
@@ -143,6 +220,10 @@ class FlinkDeploymentScale:
                 spec = json.loads(reconciled)
             except ValueError:
                 return False
+            if self.expected_managed is not None:
+                managed = (spec.get("flinkConfiguration") or {}).get(MANAGED_KEY)
+                if managed != self.expected_managed:
+                    return False
             return _walk({"spec": spec}, self.path) == scaleout
         return True
 
@@ -175,27 +256,53 @@ class KubernetesTarget:
         backoff_s: float,
         leadership: Leadership | None = None,
         log: structlog.typing.FilteringBoundLogger | None = None,
+        process_base_mb: float = 1890.0,
     ) -> None:
         self.resource = resource
         self.retries = retries
         self.backoff_s = backoff_s
         self.leadership = leadership
         self.log = log or structlog.get_logger("foresail.target")
+        self.process_base_mb = process_base_mb
+        """TaskManager process memory besides managed memory (memory.process_base_mb)."""
 
-    def scale_to(self, scaleout: int, now_s: float) -> None:
+    def reconfigure(self, scaleout: int, managed_mb: float, now_s: float) -> None:
+        """Scale-out and managed memory per slot at once; every TaskManager restarts."""
+        self._check_leader()
+        process_mb = self.process_base_mb + managed_mb
+        with_retries(
+            lambda: self.resource.set_configuration(scaleout, managed_mb, process_mb),
+            self.retries,
+            self.backoff_s,
+            self._retrying,
+        )
+        self.log.info(
+            "kubernetes-reconfigured",
+            resource=self.resource.description,
+            scaleout=scaleout,
+            managed_mb=managed_mb,
+            process_mb=process_mb,
+            time_s=now_s,
+        )
+
+    def _check_leader(self) -> None:
         if self.leadership is not None and not self.leadership.is_leader():
             raise NotLeader(f"not the leader: {self.resource.description} left as it is")
 
-        def retrying(attempt: int, error: BaseException, delay_s: float) -> None:
-            self.log.warning(
-                "kubernetes-retry",
-                resource=self.resource.description,
-                attempt=attempt,
-                error=f"{type(error).__name__}: {getattr(error, 'status', '')} {getattr(error, 'reason', '')}".strip(),
-                delay_s=round(delay_s, 3),
-            )
+    def _retrying(self, attempt: int, error: BaseException, delay_s: float) -> None:
+        self.log.warning(
+            "kubernetes-retry",
+            resource=self.resource.description,
+            attempt=attempt,
+            error=f"{type(error).__name__}: {getattr(error, 'status', '')} {getattr(error, 'reason', '')}".strip(),
+            delay_s=round(delay_s, 3),
+        )
 
-        with_retries(lambda: self.resource.set_scaleout(scaleout), self.retries, self.backoff_s, retrying)
+    def scale_to(self, scaleout: int, now_s: float) -> None:
+        self._check_leader()
+        with_retries(
+            lambda: self.resource.set_scaleout(scaleout), self.retries, self.backoff_s, self._retrying
+        )
         self.log.info(
             "kubernetes-scaled", resource=self.resource.description, scaleout=scaleout, time_s=now_s
         )
@@ -209,10 +316,29 @@ class KubernetesTarget:
 
 def make_resource(api: client.ApiClient, settings: KubernetesConfig) -> ScaledResource:
     if settings.resource == "deployment":
-        return DeploymentScale(api, settings.namespace, settings.name, settings.request_timeout_s)
+        return DeploymentScale(
+            api, settings.namespace, settings.name, settings.request_timeout_s, settings.container
+        )
     return FlinkDeploymentScale(
         api, settings.namespace, settings.name, settings.parallelism_path, settings.request_timeout_s
     )
+
+
+def _mebibytes(size_mb: float) -> str:
+    """A memory size as Flink reads it ('632m': mebibytes)."""
+    return f"{round(size_mb)}m"
+
+
+def _merged(a: dict, b: dict) -> dict:
+    """Deep merge of two patch documents (b wins on conflicting leaves)."""
+    merged = dict(a)
+    for key, value in b.items():
+        merged[key] = (
+            _merged(merged[key], value)
+            if isinstance(value, dict) and isinstance(merged.get(key), dict)
+            else value
+        )
+    return merged
 
 
 def _walk(document: dict, path: list[str]) -> object:

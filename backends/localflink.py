@@ -6,11 +6,17 @@ the JVM, so its pid is the JVM's) with the cluster's `FLINK_CONF_DIR`, its worki
 Flink home (TaskManagers resolve `usrlib/` from it) and its output in its own log file. The pids are kept
 in a file, so a restarted daemon finds the TaskManagers it started; stopping sends SIGTERM and does not
 wait (Flink's own `taskmanager.sh stop` waits up to 10 s).
+
+Memory levels: TaskManagers start with the memory last set (dynamic properties
+`-Dtaskmanager.memory.managed.size=…` and `-Dtaskmanager.memory.process.size=…`, kept in the state
+directory); a memory change stops every TaskManager and starts the new count with the new memory, so the
+job restarts once, like a rescale.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -23,6 +29,7 @@ from backends.flinkrest import FlinkRest
 
 TASKMANAGER_CLASS = "TaskManagerRunner"
 JOBMANAGER_CLASS = "StandaloneApplicationClusterEntryPoint"
+MEMORY_FILE = "taskmanager-memory.json"
 
 
 class LocalFlinkCluster:
@@ -44,9 +51,40 @@ class LocalFlinkCluster:
         return self._alive("taskmanagers", TASKMANAGER_CLASS)
 
     def start_taskmanager(self) -> int:
-        pid = self._spawn(["bin/taskmanager.sh", "start-foreground"], f"taskmanager-{time.time_ns()}")
+        command = ["bin/taskmanager.sh", "start-foreground", *self._memory_flags()]
+        pid = self._spawn(command, f"taskmanager-{time.time_ns()}")
         self._append("taskmanagers", pid)
         return pid
+
+    def memory(self) -> dict[str, float] | None:
+        """The TaskManager memory last set ({'managed_mb', 'process_mb'}); None: Flink's configuration."""
+        try:
+            return json.loads((self.state_dir / MEMORY_FILE).read_text())
+        except FileNotFoundError:
+            return None
+
+    def set_memory(self, managed_mb: float, process_mb: float) -> None:
+        """The memory TaskManagers start with from now on (atomic, survives a daemon restart)."""
+        temporary = self.state_dir / f"{MEMORY_FILE}.tmp"
+        temporary.write_text(json.dumps({"managed_mb": managed_mb, "process_mb": process_mb}))
+        temporary.replace(self.state_dir / MEMORY_FILE)
+
+    def restart_taskmanagers(self, count: int) -> tuple[list[int], list[int]]:
+        """Stop every TaskManager, then start `count` with the current memory; (started, stopped) pids."""
+        stopped = []
+        while (pid := self.stop_taskmanager()) is not None:
+            stopped.append(pid)
+        started, _ = self.scale_to(count)
+        return started, stopped
+
+    def _memory_flags(self) -> list[str]:
+        memory = self.memory()
+        if memory is None:
+            return []
+        return [
+            f"-Dtaskmanager.memory.managed.size={round(memory['managed_mb'])}m",
+            f"-Dtaskmanager.memory.process.size={round(memory['process_mb'])}m",
+        ]
 
     def stop_taskmanager(self) -> int | None:
         """SIGTERM to the newest TaskManager (Flink then rescales in); None when none runs."""
@@ -178,10 +216,27 @@ class LocalFlinkTarget:
         cluster: LocalFlinkCluster,
         rest: FlinkRest,
         log: structlog.typing.FilteringBoundLogger | None = None,
+        process_base_mb: float = 1890.0,
     ) -> None:
         self.cluster = cluster
         self.rest = rest
         self.log = log or structlog.get_logger("foresail.target")
+        self.process_base_mb = process_base_mb
+
+    def reconfigure(self, scaleout: int, managed_mb: float, now_s: float) -> None:
+        """Restart the TaskManagers, `scaleout` of them, with `managed_mb` managed memory each."""
+        process_mb = self.process_base_mb + managed_mb
+        self.cluster.set_memory(managed_mb, process_mb)
+        started, stopped = self.cluster.restart_taskmanagers(scaleout)
+        self.log.info(
+            "local-flink-reconfigured",
+            scaleout=scaleout,
+            managed_mb=managed_mb,
+            process_mb=process_mb,
+            started=started,
+            stopped=stopped,
+            time_s=now_s,
+        )
 
     def scale_to(self, scaleout: int, now_s: float) -> None:
         started, stopped = self.cluster.scale_to(scaleout)

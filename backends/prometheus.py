@@ -6,6 +6,10 @@ cannot be had — an unreachable or slow server, an error answer, garbage, no se
 left None/NaN and named in `problems`, so the loop holds; `observe` itself never raises for the server's
 sake. After the first connection failure or timeout the remaining queries are skipped, so a dead server
 costs one timeout per loop, not one per query.
+
+The per-operator state signals (memory levels) are read with instant queries at `now` over the loop
+window (`$window` in a query). Their failures are logged, never made problems: without them the
+memory-aware policy falls back to a CPU-only decision, and the loop must not hold for that.
 """
 
 from __future__ import annotations
@@ -19,12 +23,14 @@ from typing import Protocol
 
 import numpy as np
 import requests
+import structlog
 from prometheus_api_client import PrometheusConnect
 from urllib3.util.retry import Retry
 
-from backends.promql import BadAnswer, newest_sample_s, parse_instant, parse_matrix, sample_grid
+from backends.promql import BadAnswer, newest_sample_s, parse_instant, parse_matrix, parse_vector, sample_grid
 from config.backends import PrometheusConfig
-from mape.types import Observation, WorkerSeries
+from mape.types import Observation, OperatorState, WorkerSeries
+from memory.signals import hit_rate
 
 
 class QueryClient(Protocol):
@@ -122,9 +128,15 @@ class _Reading:
 class PrometheusMetricsSource:
     """`MetricsSource` reading Flink's metrics from Prometheus (see module docstring)."""
 
-    def __init__(self, config: PrometheusConfig, client: QueryClient | None = None) -> None:
+    def __init__(
+        self,
+        config: PrometheusConfig,
+        client: QueryClient | None = None,
+        log: structlog.typing.FilteringBoundLogger | None = None,
+    ) -> None:
         self.config = config
         self.client = client or PrometheusClient(config)
+        self.log = log or structlog.get_logger("foresail.prometheus")
 
     def observe(self, now_s: float, window_s: float) -> Observation:
         config, step = self.config, self.config.step_s
@@ -185,6 +197,7 @@ class PrometheusMetricsSource:
             if value is not None and value < 0:
                 problems.append(f"{name}: negative ({value})")
         workers = _workers(grid, cpu, throughput, problems)
+        operators, managed_mb = self._state(now_s, window_s, reading.unreachable)
         return Observation(
             time_s=float(now_s),
             window_s=float(window_s),
@@ -196,7 +209,65 @@ class PrometheusMetricsSource:
             uptime_s=uptime_s if uptime_s is not None and uptime_s >= 0 else None,
             restarts=int(restarts) if restarts is not None and restarts >= 0 else None,
             problems=tuple(problems),
+            operators=operators,
+            managed_memory_mb=managed_mb,
         )
+
+    def _state(
+        self, now_s: float, window_s: float, unreachable: str | None
+    ) -> tuple[tuple[OperatorState, ...], float | None]:
+        """Per-operator state signals and the managed memory per slot; () and None when unknown."""
+        config = self.config
+        reading = _Reading(unreachable=unreachable)
+        window = f"{max(round(window_s), 1)}s"
+
+        def vector(name: str, query: str) -> dict[str, float]:
+            if not query:
+                return {}
+            query = query.replace("$window", window)
+            answer = reading.run(name, lambda: self.client.instant(query, now_s))
+            if answer is None:
+                return {}
+            try:
+                return parse_vector(answer, config.operator_label)
+            except BadAnswer as error:
+                reading.problems.append(f"{name}: unexpected answer: {error}")
+                return {}
+
+        names = vector("operators", config.query_operators)
+        stateful = vector("state_operators", config.query_state_operators)
+        hits = vector("state_cache_hits", config.query_state_cache_hits)
+        misses = vector("state_cache_misses", config.query_state_cache_misses)
+        latency = vector("state_latency", config.query_state_latency_ns)
+        used = vector("state_memory_used", config.query_state_memory_used_mb)
+        managed_mb = None
+        if config.query_managed_memory_mb:
+            answer = reading.run(
+                "managed_memory", lambda: self.client.instant(config.query_managed_memory_mb, now_s)
+            )
+            try:
+                value = parse_instant(answer) if answer is not None else None
+            except BadAnswer as error:
+                reading.problems.append(f"managed_memory: unexpected answer: {error}")
+                value = None
+            managed_mb = value if value is not None and math.isfinite(value) and value >= 0 else None
+        if reading.problems and unreachable is None:
+            self.log.warning("memory-signals-incomplete", problems=reading.problems)
+        operators = []
+        for name in sorted(set(names) | set(stateful) | set(hits) | set(misses)):
+            is_stateful = name in stateful or name in hits or name in misses or name in latency
+            reads = hits.get(name, math.nan) + misses.get(name, math.nan)
+            operators.append(
+                OperatorState(
+                    name,
+                    stateful=is_stateful,
+                    cache_hit_rate=hit_rate(hits.get(name, math.nan), misses.get(name, math.nan)),
+                    state_reads_rps=reads,
+                    state_latency_ns=latency.get(name, math.nan),
+                    managed_memory_used_mb=used.get(name, math.nan),
+                )
+            )
+        return tuple(operators), managed_mb
 
     def _check_newest(
         self, problems: list[str], name: str, arrays: list[np.ndarray], grid: np.ndarray, now_s: float

@@ -78,6 +78,22 @@ def parse_instant(result: object) -> float | None:
     return _point(value)[1]
 
 
+def parse_vector(result: object, label: str) -> dict[str, float]:
+    """An instant-query vector as {value of `label`: value} (NaN for a non-finite value); series sharing a
+    label value are added. Raises BadAnswer for another shape or a series without the label."""
+    if not isinstance(result, list):
+        raise BadAnswer(f"instant result is {type(result).__name__}, expected a vector")
+    values: dict[str, float] = {}
+    for series in result:
+        metric, point = _series_parts(series, "value")
+        key = metric.get(label)
+        if not isinstance(key, str):
+            raise BadAnswer(f"series {metric} has no {label!r} label")
+        value = _point(point)[1]
+        values[key] = value if key not in values else values[key] + value
+    return values
+
+
 def newest_sample_s(arrays: list[np.ndarray], grid: np.ndarray) -> float | None:
     """Time of the newest finite point across the arrays; None when there is none."""
     newest = None

@@ -68,6 +68,46 @@ class PrometheusConfig(_Section):
         description="Age in seconds of the newest scraped sample; above stale_after_s the data are stale "
         "('' = not checked).",
     )
+    operator_label: str = Field(
+        "operator_name", description="Label that tells operators apart in the per-operator state queries."
+    )
+    query_operators: str = Field(
+        "count by (operator_name) (flink_taskmanager_job_task_operator_numRecordsIn)",
+        description="Every operator of the job (one series per operator; '' = operators and memory "
+        "levels unknown, no memory decisions).",
+    )
+    query_state_operators: str = Field(
+        'count by (operator_name) ({__name__=~"flink_taskmanager_job_task_operator_rocksdb_block_cache_(hit|miss)'
+        '|flink_taskmanager_job_task_operator_state_name_.*Latency"})',
+        description="Operators with keyed state: those reporting RocksDB tickers or state-latency histograms "
+        "(the rest are stateless). Needs state.backend.rocksdb.metrics.block-cache-hit/-miss or "
+        "state.latency-track.keyed-state-enabled in Flink.",
+    )
+    query_state_cache_hits: str = Field(
+        "sum by (operator_name) (rate(flink_taskmanager_job_task_operator_rocksdb_block_cache_hit[$window]))",
+        description="Block-cache hits per second per operator over the loop window ($window), from the "
+        "cumulative RocksDB ticker (rate() absorbs its reset on every restart).",
+    )
+    query_state_cache_misses: str = Field(
+        "sum by (operator_name) (rate(flink_taskmanager_job_task_operator_rocksdb_block_cache_miss[$window]))",
+        description="Block-cache misses per second per operator over the loop window ($window).",
+    )
+    query_state_latency_ns: str = Field(
+        'avg by (operator_name) ({__name__=~"flink_taskmanager_job_task_operator_state_name_.*Latency",'
+        'quantile="0.5"})',
+        description="State-access latency per operator in nanoseconds (median of Flink's latency-tracking "
+        "histograms, averaged over the operator's states and access kinds).",
+    )
+    query_state_memory_used_mb: str = Field(
+        "sum by (operator_name) (flink_taskmanager_job_task_operator_rocksdb_block_cache_usage) / 1048576",
+        description="Managed memory each operator's RocksDB instances hold (block-cache usage), MB "
+        "(state.backend.rocksdb.metrics.block-cache-usage).",
+    )
+    query_managed_memory_mb: str = Field(
+        "max(flink_taskmanager_Status_Flink_Memory_Managed_Total) / 1048576",
+        description="Managed memory per task slot now, MB (a TaskManager's total with one slot each; "
+        "'' = unknown, the level is then the last one set).",
+    )
     bearer_token_file: str | None = Field(
         None, description="File holding a bearer token sent as 'Authorization: Bearer …' (re-read each time)."
     )
@@ -103,6 +143,11 @@ class KubernetesConfig(_Section):
         "spec.job.parallelism",
         description="FlinkDeployment only: dotted path of the field set to the scale-out "
         "(e.g. spec.taskManager.replicas for a standalone reactive deployment).",
+    )
+    container: str = Field(
+        "taskmanager",
+        description="Deployment only: the TaskManager container whose memory (resources and Flink's memory "
+        "options) a memory-level change sets.",
     )
     kubeconfig: str | None = Field(
         None,

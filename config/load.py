@@ -122,7 +122,7 @@ def render_example() -> str:
             value = defaults[section_name][name]
             lines.append(f"  # {field.description} Allowed: {_allowed_values((section_name, name))}.")
             lines.append(
-                f"  {name}: {yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}"
+                f"  {name}: {yaml.safe_dump(value, default_flow_style=True, width=float('inf')).strip().removesuffix('...').strip()}"
             )
         lines.append("")
     return "\n".join(lines)

@@ -54,6 +54,13 @@ class TwinConfig(Section):
     )
     scrape_interval_s: float = Field(5.0, gt=0, description="Step of the simulated Prometheus samples.")
     latency_slo_s: float = Field(30.0, gt=0, description="Latency SLO for `seconds_over_slo` in reports.")
+    job_profile: Literal["stateless", "read-heavy", "write-heavy", "update-heavy"] = Field(
+        "stateless",
+        description="How the simulated job's keyed operator uses its RocksDB state (Justin §3, "
+        "simulator/memory_model.py): 'stateless' (no state: memory changes nothing), 'read-heavy' "
+        "(capacity rises with the cache / working-set ratio), 'write-heavy' (flat), 'update-heavy' "
+        "(needs a minimum, then plateaus). The job starts at memory level 0.",
+    )
 
 
 class LoopConfig(Section):
@@ -68,10 +75,15 @@ class LoopConfig(Section):
 
 
 class ScalingConfig(Section):
-    policy: Literal["foresail", "reactive", "static", "hpa-80", "hpa-85", "flink-operator", "ds2"] = Field(
+    policy: Literal[
+        "foresail", "foresail-cpu-only", "reactive", "static", "hpa-80", "hpa-85", "flink-operator", "ds2"
+    ] = Field(
         "foresail",
         description="Plan policy. 'foresail': Daedalus's proactive search (forecast, recovery target, "
-        "long-lived decisions). 'reactive': smallest scale-out whose capacity exceeds the observed average "
+        "long-lived decisions) with Justin's memory levels for stateful jobs (section `memory`; a stateless "
+        "job is planned exactly as by 'foresail-cpu-only' and only loses its unused managed memory when it "
+        "scales out). 'foresail-cpu-only': the same search on scale-out alone, memory never changed. "
+        "'reactive': smallest scale-out whose capacity exceeds the observed average "
         "workload plus the backlog to drain. Baselines for comparison (knobs under `baselines`): 'static' "
         "(fixed scale-out), 'hpa-80'/'hpa-85' (Kubernetes HPA on CPU, target 80 %/85 %), 'flink-operator' "
         "(Flink Kubernetes Operator autoscaler), 'ds2' (true-rate scaling).",
@@ -294,6 +306,74 @@ class BaselinesConfig(Section):
     )
 
 
+class MemoryConfig(Section):
+    """Memory levels and the thresholds of Justin's hybrid scaling (policy 'foresail', stateful jobs)."""
+
+    base_mb: float = Field(
+        158.0,
+        gt=0,
+        description="Managed memory per slot at level 0; level x gives 2^x times it (Justin: 158 MB, "
+        "the default share of a 2 GB, 4-slot TaskManager; 128 MB in its microbenchmarks).",
+    )
+    max_level: int = Field(3, ge=0, le=8, description="Highest memory level (Justin's maxLevel).")
+    hit_rate_threshold: float = Field(
+        0.8,
+        ge=0,
+        le=1,
+        description="Δθ: a block-cache hit rate below this is memory pressure (a scale-up may help).",
+    )
+    latency_threshold_ms: float = Field(
+        1.0,
+        gt=0,
+        description="Δτ: a state-access latency above this is memory pressure (reads hit the disk).",
+    )
+    min_hit_rate_gain: float = Field(
+        0.01,
+        ge=0,
+        le=1,
+        description="A scale-up 'improved' the hit rate when it rose by at least this much (absolute); "
+        "Justin's hysteresis against noise.",
+    )
+    min_latency_gain: float = Field(
+        0.05,
+        ge=0,
+        lt=1,
+        description="A scale-up 'improved' the state latency when it fell by at least this fraction.",
+    )
+    switch_min_saving: float = Field(
+        0.10,
+        ge=0,
+        lt=1,
+        description="Moving to another memory level for its lower price needs this relative saving over "
+        "the plan at the current level (its capacities are less certain, and leaving a configuration that "
+        "holds costs a restart).",
+    )
+    cpu_price_per_core: float = Field(
+        1.0, ge=0, description="Price of one CPU core per unit of time (relative; only ratios matter)."
+    )
+    memory_price_per_gb: float = Field(
+        0.11,
+        ge=0,
+        description="Price of one GB of TaskManager memory per unit of time, same unit (AWS Fargate's "
+        "per-GB-hour over per-vCPU-hour price: 0.004445 / 0.04048).",
+    )
+    process_base_mb: float = Field(
+        1890.0,
+        gt=0,
+        description="TaskManager process memory besides managed memory (heap, network, framework, JVM "
+        "overhead): the container gets this plus the level's managed memory (the deployment's 2 GiB "
+        "TaskManager less its 158 MB managed memory).",
+    )
+    cores_per_worker: float = Field(1.0, gt=0, description="CPU cores of one worker (TaskManager, one slot).")
+    release_stateless: bool = Field(
+        True,
+        description="A job without stateful operators gives up its managed memory when it next scales out. "
+        "Statefulness is read from RocksDB and state-latency metrics: enable them in Flink "
+        "(state.backend.rocksdb.metrics.block-cache-hit/-miss, state.latency-track.keyed-state-enabled), or a "
+        "stateful job looks stateless.",
+    )
+
+
 class KnowledgeConfig(Section):
     path: str = Field(
         "foresail-knowledge.sqlite",
@@ -316,6 +396,7 @@ class Config(Section):
     recovery: RecoveryConfig = RecoveryConfig()
     forecast: ForecastConfig = ForecastConfig()
     capacity: CapacityConfig = CapacityConfig()
+    memory: MemoryConfig = MemoryConfig()
     knowledge: KnowledgeConfig = KnowledgeConfig()
     logging: LoggingConfig = LoggingConfig()
     prometheus: PrometheusConfig = PrometheusConfig()

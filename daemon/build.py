@@ -22,6 +22,9 @@ from mape.loop import MapeLoop
 from mape.plan import GuardedPlan, Policy
 from mape.proactive import ProactivePolicy
 from mape.reactive import ReactivePolicy
+from memory.cost import Prices
+from memory.levels import MemoryLevels
+from memory.policy import MemoryAwarePolicy, MemorySettings
 from simulator.baselines import BASELINE_POLICIES, make_baseline
 from simulator.metrics import TwinMetricsSource, TwinScalingTarget
 from simulator.params import TwinParams
@@ -59,16 +62,40 @@ def knowledge_settings(
     )
 
 
+def memory_levels(config: Config) -> MemoryLevels | None:
+    """The memory levels of a memory-aware policy ('foresail'); None for every other policy."""
+    if config.scaling.policy != "foresail":
+        return None
+    return MemoryLevels(config.memory.base_mb, config.memory.max_level)
+
+
+def prices(config: Config) -> Prices:
+    m = config.memory
+    return Prices(m.cpu_price_per_core, m.memory_price_per_gb, m.cores_per_worker, m.process_base_mb)
+
+
 def make_policy(config: Config) -> Policy:
     scaling = config.scaling
-    if scaling.policy == "foresail":
-        return ProactivePolicy(
+    if scaling.policy in ("foresail", "foresail-cpu-only"):
+        proactive = ProactivePolicy(
             scaling.min_scaleout,
             scaling.max_scaleout,
             config.recovery.target_s,
             config.loop.interval_s,
             scaling.necessary_window_s,
         )
+        if scaling.policy == "foresail-cpu-only":
+            return proactive
+        m = config.memory
+        settings = MemorySettings(
+            hit_rate_threshold=m.hit_rate_threshold,
+            latency_threshold_ns=m.latency_threshold_ms * 1e6,
+            min_hit_rate_gain=m.min_hit_rate_gain,
+            min_latency_gain=m.min_latency_gain,
+            switch_min_saving=m.switch_min_saving,
+            release_stateless=m.release_stateless,
+        )
+        return MemoryAwarePolicy(proactive, memory_levels(config), prices(config), settings)
     if scaling.policy == "reactive":
         return ReactivePolicy(scaling.max_scaleout, scaling.drain_time_s, scaling.reactive_headroom)
     if scaling.policy in BASELINE_POLICIES:
@@ -112,6 +139,7 @@ def make_loop(
             config.capacity.saturated_backlog_s,
             config.recovery.checkpoint_interval_s,
             forecasting=config.scaling.policy not in BASELINE_POLICIES,
+            memory_levels=memory_levels(config),
         ),
         make_plan(config),
         knowledge,
@@ -155,6 +183,10 @@ def make_twin(config: Config, initial_scaleout: int | None = None) -> TwinWorld:
         headroom=twin_config.headroom,
         reference_scaleout=twin_config.reference_scaleout,
         checkpoint_interval_s=round(config.recovery.checkpoint_interval_s),
+        job_profile=twin_config.job_profile,
+        managed_mb=config.memory.base_mb,
+        process_base_mb=config.memory.process_base_mb,
+        cores_per_worker=config.memory.cores_per_worker,
     )
     twin = Twin(
         load_workload(twin_config.workload),

@@ -40,6 +40,12 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("--workload", required=True, help="'second|count' trace file or 'builtin:sine'")
     simulate.add_argument("--policy", default=None, help="plan policy (default: scaling.policy)")
     simulate.add_argument("--seed", type=int, default=None, help="twin seed (default: twin.seed)")
+    simulate.add_argument(
+        "--job-profile",
+        default=None,
+        help="state profile of the simulated job: stateless, read-heavy, write-heavy, update-heavy "
+        "(default: twin.job_profile)",
+    )
     simulate.add_argument("--config", type=Path, help="YAML config file")
     simulate.add_argument("--json", action="store_true", help="print one JSON object")
     simulate.add_argument("--audit-log", type=Path, help="write the per-iteration audit log here")
@@ -102,7 +108,9 @@ def _simulate(args: argparse.Namespace) -> int:
 
     configure_logging("warning", "console", sys.stderr)  # stdout carries only the summary
     config = load_config(args.config)
-    config = _with_overrides(config, "twin", workload=args.workload, seed=args.seed)
+    config = _with_overrides(
+        config, "twin", workload=args.workload, seed=args.seed, job_profile=args.job_profile
+    )
     config = _with_overrides(config, "scaling", policy=args.policy)
     config = _with_overrides(config, "knowledge", path=":memory:")
     summary = simulate(config, audit_path=args.audit_log)

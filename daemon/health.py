@@ -80,6 +80,11 @@ class DaemonMetrics:
             registry=r,
         )
         self.leader = Gauge("foresail_leader", "1 while this replica holds the leader Lease.", registry=r)
+        self.managed_memory = Gauge(
+            "foresail_managed_memory_mb",
+            "Managed memory per slot the job runs with (memory-aware policy only).",
+            registry=r,
+        )
 
     def record(self, result: IterationResult, duration_s: float) -> None:
         self.last_iteration_at = self._monotonic()
@@ -109,6 +114,8 @@ class DaemonMetrics:
             self.forecast_horizon.set(float(assessment.forecast_rps.max()))
         if assessment.forecast_wape is not None:
             self.forecast_wape.set(assessment.forecast_wape)
+        if assessment.memory is not None:
+            self.managed_memory.set(assessment.memory.managed_mb)
 
     def rescale_outcome(self, outcome: str, seconds: float) -> None:
         self.rescale_outcomes.labels(outcome).inc()

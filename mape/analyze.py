@@ -3,6 +3,12 @@
 Capacity per scale-out (capacity model), the workload forecast (forecaster), the predicted recovery time
 of every candidate (recovery prediction with the learned downtimes), and the observed recovery of past
 rescales (handed to the recovery monitor, which runs off the loop).
+
+Memory-aware analysis (given `memory_levels`): a stateful job learns capacity per memory level (one model
+per level; per level and scale-out for an operator that reads through the block cache, whose unseen
+configurations come from the cache curve, memory/curve.py), and the Assessment carries the other known
+levels' capacities and recoveries. A stateless job, or one whose memory cannot be told, is analysed
+exactly as without memory levels.
 """
 
 from __future__ import annotations
@@ -13,7 +19,9 @@ import numpy as np
 
 from capacity.model import valid_windows
 from mape.knowledge import Knowledge
-from mape.types import Assessment, Observation
+from mape.types import Assessment, MemoryAssessment, Observation
+from memory.curve import capacities_at, observed_curve
+from memory.levels import MemoryLevels
 from recovery.downtime import direction_of
 from recovery.predict import predict_recovery_s, replay_records
 
@@ -31,8 +39,10 @@ class Analyzer:
         saturated_backlog_s: float,
         checkpoint_interval_s: float,
         forecasting: bool = True,
+        memory_levels: MemoryLevels | None = None,
     ) -> None:
         self.max_scaleout = max_scaleout
+        self.memory_levels = memory_levels
         self.saturated_backlog_s = saturated_backlog_s
         self.checkpoint_interval_s = checkpoint_interval_s
         self.forecasting = forecasting
@@ -53,7 +63,12 @@ class Analyzer:
             problems.append(f"parallelism unknown ({current})")
             current = knowledge.last_target_scaleout or 1
 
+        level, stateful = self._memory_state(observation, knowledge)
+        per_level = stateful and level is not None
+        reads = per_level and bool(knowledge.memory.history.readers)
         capacity = knowledge.capacity
+        if per_level:  # a cache reader's lines hold for one configuration only (memory/capacities.py)
+            capacity = knowledge.memory.capacities.model(level, current if reads else None)
         windows = valid_windows(
             observation.workers, observation.uptime_s, observation.time_s, capacity.settings.warmup_s
         )
@@ -61,7 +76,15 @@ class Analyzer:
         saturated = bool(windows) and backlog >= self.saturated_backlog_s * throughput_rps
         capacity.learn(windows, observation.time_s, saturated)
         estimate = capacity.estimate(windows, current, self.max_scaleout, observation.time_s, saturated)
-        if current not in estimate.per_scaleout_rps:
+        capacities_rps, capacity_sources = estimate.per_scaleout_rps, estimate.sources
+        if reads:
+            _observe_balance(knowledge, windows, current)
+            capacities_rps, capacity_sources = self._cache_aware(
+                knowledge, level, capacities_rps, capacity_sources
+            )
+            if estimate.current_rps is not None:
+                capacities_rps[current] = estimate.current_rps
+        if current not in capacities_rps:
             problems.append("no capacity known for the current scale-out yet")
 
         knowledge.recovery.submit(
@@ -74,7 +97,12 @@ class Analyzer:
             knowledge.forecaster.observe(observation.input_timestamps_s, observation.input_rate_rps)
             forecast = knowledge.forecaster.forecast(observation.time_s)
             recovery_s = self._recovery_per_candidate(
-                observation, estimate.per_scaleout_rps, forecast.rates_rps, backlog, current, knowledge
+                observation, capacities_rps, forecast.rates_rps, backlog, current, knowledge
+            )
+        memory = None
+        if self.memory_levels is not None and (stateful or observation.operators):
+            memory = self._memory_assessment(
+                observation, knowledge, level, stateful, forecast.rates_rps if forecast else None, backlog
             )
 
         return Assessment(
@@ -83,8 +111,8 @@ class Analyzer:
             workload_avg_rps=float(rates.mean()) if len(rates) else math.nan,
             workload_max_rps=float(rates.max()) if len(rates) else math.nan,
             backlog_records=float(backlog),
-            capacities_rps=estimate.per_scaleout_rps,
-            capacity_sources=estimate.sources,
+            capacities_rps=capacities_rps,
+            capacity_sources=capacity_sources,
             capacity_method=estimate.method,
             forecast_rps=forecast.rates_rps if forecast else None,
             forecast_model=forecast.model if forecast else "",
@@ -94,7 +122,81 @@ class Analyzer:
             warming_up=not windows,
             problems=tuple(problems),
             cpu_utilization=float(np.mean([w.cpu_mean for w in windows])) if windows else math.nan,
+            memory=memory,
             **_worker_rates(observation, capacity.settings.warmup_s),
+        )
+
+    def _cache_aware(
+        self, knowledge: Knowledge, level: int, per_scaleout: dict[int, float], sources: dict[int, str]
+    ) -> tuple[dict[int, float], dict[int, str]]:
+        """Capacities at `level` with the unseen scale-outs taken from the cache curve over every level's
+        observations (memory/curve.py); unchanged while nothing was observed."""
+        curve = observed_curve(knowledge.memory.capacities, self.memory_levels)
+        if not curve:
+            return dict(per_scaleout), dict(sources)
+        return capacities_at(level, knowledge.memory.capacities, self.memory_levels, curve, self.max_scaleout)
+
+    def _memory_state(self, observation: Observation, knowledge: Knowledge) -> tuple[int | None, bool]:
+        """The memory level the job runs at and whether it is stateful (False without memory levels).
+
+        The level comes from the observed managed memory, else from the last one known; stateful is
+        remembered per operator, so a window that lost the state metrics does not switch models.
+        """
+        if self.memory_levels is None:
+            return None, False
+        history = knowledge.memory.history
+        history.observe(observation.operators)
+        if observation.managed_memory_mb is not None and math.isfinite(observation.managed_memory_mb):
+            knowledge.memory.level = self.memory_levels.level_of(observation.managed_memory_mb)
+        return knowledge.memory.level, bool(history.stateful)
+
+    def _memory_assessment(
+        self,
+        observation: Observation,
+        knowledge: Knowledge,
+        level: int | None,
+        stateful: bool,
+        forecast_rps: np.ndarray | None,
+        backlog_records: float,
+    ) -> MemoryAssessment | None:
+        """Current level, the operators' signals, and capacity and recovery at every other known level."""
+        managed_mb = observation.managed_memory_mb
+        if managed_mb is None or not math.isfinite(managed_mb):
+            if level is None:
+                return None  # neither observed nor ever set: memory cannot be reasoned about
+            managed_mb = self.memory_levels.managed_mb(level)
+        capacities, recoveries = {}, {}
+        if stateful and level is not None:
+            if knowledge.memory.history.readers:
+                capacities = {
+                    other: self._cache_aware(knowledge, other, {}, {})[0]
+                    for other in knowledge.memory.capacities.known_levels()
+                    if other != level
+                }
+            else:
+                capacities = knowledge.memory.capacities.estimates(
+                    self.max_scaleout, observation.time_s, skip=level
+                )
+            if forecast_rps is not None:
+                per_second = _per_second(
+                    observation.input_timestamps_s, observation.input_rate_rps, observation.time_s
+                )
+                replay = replay_records(per_second, self.checkpoint_interval_s)
+                downtime_s = knowledge.downtime.estimate("out")  # new memory: every pod restarts
+                recoveries = {
+                    other: {
+                        n: predict_recovery_s(c, forecast_rps, backlog_records, replay, downtime_s)
+                        for n, c in per_scaleout.items()
+                    }
+                    for other, per_scaleout in capacities.items()
+                }
+        return MemoryAssessment(
+            level=level,
+            managed_mb=float(managed_mb),
+            stateful=stateful,
+            operators=observation.operators,
+            capacities_by_level=capacities,
+            recovery_by_level=recoveries,
         )
 
     def _recovery_per_candidate(
@@ -128,6 +230,14 @@ class Analyzer:
         for observed in knowledge.recovery.poll():
             knowledge.downtime.observe(observed.direction, observed.downtime_s)
             knowledge.new_recoveries.append(observed)
+
+
+def _observe_balance(knowledge: Knowledge, windows: list, current: int) -> None:
+    """How evenly the keys spread at this scale-out: mean over max of the workers' throughputs (for the
+    cache curve); only from a window in which every worker reported."""
+    throughputs = [w.throughput_mean_rps for w in windows]
+    if len(throughputs) == current and max(throughputs, default=0.0) > 0:
+        knowledge.memory.capacities.observe_balance(current, float(np.mean(throughputs) / max(throughputs)))
 
 
 def _worker_rates(observation: Observation, warmup_s: float) -> dict[str, tuple[float, ...]]:

@@ -22,6 +22,13 @@ class ScalingTarget(Protocol):
     def scale_to(self, scaleout: int, now_s: float) -> None: ...
 
 
+class MemoryScalingTarget(ScalingTarget, Protocol):
+    """Execute side of memory levels: restart the job at `scaleout` workers with `managed_mb` managed memory
+    per slot (0 = none). Costs a restart like a rescale, even when the scale-out stays."""
+
+    def reconfigure(self, scaleout: int, managed_mb: float, now_s: float) -> None: ...
+
+
 class Clock(Protocol):
     """Seconds since the epoch (UTC), or virtual seconds in the twin."""
 

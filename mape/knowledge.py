@@ -20,6 +20,8 @@ from capacity.model import CapacityModel, CapacitySettings
 from forecasting.online import ModelSource, WorkloadForecaster
 from forecasting.types import ForecastSettings
 from mape.types import Decision
+from memory.history import OperatorDecision
+from memory.knowledge import MemoryKnowledge
 from recovery.downtime import DowntimeModel
 from recovery.monitor import RecoveryMonitor
 from recovery.tracker import ObservedRecovery
@@ -53,6 +55,8 @@ class Knowledge:
     forecaster: WorkloadForecaster = field(default_factory=lambda: WorkloadForecaster(ForecastSettings()))
     downtime: DowntimeModel = field(default_factory=DowntimeModel)
     recovery: RecoveryMonitor = field(default_factory=RecoveryMonitor)
+    memory: MemoryKnowledge = field(default_factory=MemoryKnowledge)
+    """Capacity per memory level and the operators' memory decisions (memory-aware policy only)."""
     iteration: int = 0
     last_time_s: float | None = None
     last_rescale_s: float | None = None
@@ -94,6 +98,7 @@ class Knowledge:
                 if "recovery" in state
                 else RecoveryMonitor(settings.executor(), **monitor_options)
             ),
+            memory=MemoryKnowledge.from_dict(state.get("memory", {}), settings.capacity),
         )
         loop = state.get("loop", {})
         knowledge.iteration = int(loop.get("iteration", 0))
@@ -108,6 +113,7 @@ class Knowledge:
             "capacity": self.capacity.to_dict(),
             "downtime": self.downtime.to_dict(),
             "recovery": self.recovery.to_dict(),
+            "memory": self.memory.to_dict(),
             "loop": {
                 "iteration": self.iteration,
                 "last_time_s": self.last_time_s,
@@ -138,7 +144,7 @@ class KnowledgeStore:
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute("CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
         self._db.execute("CREATE TABLE IF NOT EXISTS blobs (key TEXT PRIMARY KEY, value BLOB)")
-        for table in ("decisions", "recoveries"):
+        for table in ("decisions", "recoveries", "memory_decisions"):
             self._db.execute(
                 f"CREATE TABLE IF NOT EXISTS {table} (id INTEGER PRIMARY KEY AUTOINCREMENT, "
                 "iteration INTEGER NOT NULL, time_s REAL NOT NULL, body TEXT NOT NULL)"
@@ -183,7 +189,10 @@ class KnowledgeStore:
                 )
             for recovery in knowledge.new_recoveries:
                 self._append("recoveries", knowledge.iteration, recovery.rescale_s, recovery.to_dict())
+            for entry in knowledge.memory.history.new_records:
+                self._append("memory_decisions", knowledge.iteration, entry.time_s, entry.to_dict())
         knowledge.new_recoveries.clear()
+        knowledge.memory.history.new_records.clear()
 
     def decisions(self) -> list[Decision]:
         """The stored decision history, oldest first."""
@@ -194,6 +203,12 @@ class KnowledgeStore:
         """Every observed recovery, oldest first."""
         rows = self._db.execute("SELECT body FROM recoveries ORDER BY id").fetchall()
         return [ObservedRecovery.from_dict(json.loads(body)) for (body,) in rows]
+
+    def memory_decisions(self, operator: str | None = None) -> list[OperatorDecision]:
+        """Every operator's memory-relevant reconfigurations (or one operator's), oldest first."""
+        rows = self._db.execute("SELECT body FROM memory_decisions ORDER BY id").fetchall()
+        entries = [OperatorDecision.from_dict(json.loads(body)) for (body,) in rows]
+        return [e for e in entries if operator is None or e.operator == operator]
 
     def close(self) -> None:
         self._db.close()

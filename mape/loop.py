@@ -1,6 +1,8 @@
 """One MAPE-K iteration: Monitor → Analyze → Plan → Execute, then persist Knowledge and audit.
 
-A phase that fails is logged and the iteration holds: nothing raises out of `iterate`.
+A phase that fails is logged and the iteration holds: nothing raises out of `iterate`. A decision that
+changes the managed memory goes to the target's `reconfigure` (a restart like a rescale) and, once
+executed, into each stateful operator's decision history.
 """
 
 from __future__ import annotations
@@ -93,21 +95,46 @@ class MapeLoop:
 
     def _execute(self, result: IterationResult) -> None:
         decision, knowledge = result.decision, self.knowledge
-        if decision.action != "hold":
+        if decision.reconfigures:
+            # a target that cannot change memory (an older backend) still gets the scale-out
+            reconfigure = getattr(self.target, "reconfigure", None)
+            memory_applied = decision.changes_memory and reconfigure is not None
             try:
-                self.target.scale_to(decision.target_scaleout, result.time_s)
+                if memory_applied:
+                    reconfigure(decision.target_scaleout, decision.target_managed_mb, result.time_s)
+                elif decision.action != "hold":
+                    self.target.scale_to(decision.target_scaleout, result.time_s)
+                else:
+                    raise TypeError(f"{type(self.target).__name__} cannot change the managed memory")
             except Exception as error:
                 result.errors["execute"] = _describe(error)
             else:
                 result.executed = True
                 knowledge.last_rescale_s = result.time_s
                 knowledge.last_target_scaleout = decision.target_scaleout
-                predicted_s = result.assessment.recovery_s.get(decision.target_scaleout, math.inf)
-                direction = direction_of(decision.current_scaleout, decision.target_scaleout)
+                predicted_s = _predicted_recovery_s(result.assessment, decision, memory_applied)
+                # new memory restarts every pod, like the pods a scale-out starts
+                direction = (
+                    "out"
+                    if memory_applied
+                    else direction_of(decision.current_scaleout, decision.target_scaleout)
+                )
                 knowledge.recovery.start(result.time_s, direction, predicted_s, self.recovery_target_s)
+                self._remember_memory(result.assessment, decision, memory_applied)
                 return
         if result.observation is not None and result.observation.parallelism:
             knowledge.last_target_scaleout = result.observation.parallelism
+
+    def _remember_memory(self, assessment: Assessment, decision: Decision, memory_applied: bool) -> None:
+        """An executed reconfiguration enters each stateful operator's decision history (memory-aware only)."""
+        memory = assessment.memory
+        if memory is None:
+            return
+        to_level = decision.target_memory_level if memory_applied else memory.level
+        if memory_applied:
+            self.knowledge.memory.level = to_level
+        if memory.stateful:
+            self.knowledge.memory.history.record(decision, memory.level, to_level, memory.operators)
 
     def _audit(self, result: IterationResult, iteration: int, duration_ms: float) -> None:
         """One JSON event per iteration: inputs, capacities, the decision and its reasons."""
@@ -136,6 +163,7 @@ class MapeLoop:
             if assessment
             else None,
             recoveries_observed=[r.to_dict() for r in result.recoveries] or None,
+            **_memory_summary(assessment),
             decision=decision.to_dict() if decision else None,
             executed=result.executed,
             errors=result.errors or None,
@@ -154,6 +182,41 @@ def _forecast_summary(assessment: Assessment | None) -> dict | None:
         "next_loop_max_rps": _round(float(rates[:60].max())),
         "horizon_max_rps": _round(float(rates.max())),
     }
+
+
+def _memory_summary(assessment: Assessment | None) -> dict:
+    """The memory part of the audit event (absent when the analysis is not memory-aware)."""
+    if assessment is None or assessment.memory is None:
+        return {}
+    memory = assessment.memory
+    return {
+        "memory": {
+            "level": memory.level,
+            "managed_mb": memory.managed_mb,
+            "stateful": memory.stateful,
+            "operators": [
+                {
+                    "name": o.name,
+                    "stateful": o.stateful,
+                    "cache_hit_rate": None if math.isnan(o.cache_hit_rate) else round(o.cache_hit_rate, 4),
+                    "state_latency_ns": _round(o.state_latency_ns),
+                }
+                for o in memory.operators
+            ],
+            "capacity_rps_by_level": {
+                level: {n: _round(c) for n, c in sorted(per.items())}
+                for level, per in sorted(memory.capacities_by_level.items())
+            },
+        }
+    }
+
+
+def _predicted_recovery_s(assessment: Assessment, decision: Decision, memory_applied: bool) -> float:
+    """Predicted recovery of the configuration the decision starts (another memory level's if it changes)."""
+    memory = assessment.memory
+    if memory is not None and memory_applied and decision.target_memory_level in memory.recovery_by_level:
+        return memory.recovery_by_level[decision.target_memory_level].get(decision.target_scaleout, math.inf)
+    return assessment.recovery_s.get(decision.target_scaleout, math.inf)
 
 
 def _describe(error: BaseException) -> str:

@@ -1,12 +1,15 @@
 """Plan: the policy interface and the guards every policy shares.
 
 A policy proposes a scale-out from an Assessment; `GuardedPlan` wraps it with the rules that hold for
-all of them: no decision on bad data, no action during stabilization, min/max bounds.
+all of them: no decision on bad data, no action during stabilization, min/max bounds. A memory-aware
+policy proposes a whole configuration (scale-out and managed memory per slot); the guards are the same,
+and a guard that holds keeps the memory as it is.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from mape.knowledge import Knowledge
 from mape.types import Assessment, Decision
@@ -18,6 +21,26 @@ class Policy(Protocol):
     name: str
 
     def propose(self, assessment: Assessment, knowledge: Knowledge) -> tuple[int, str, tuple[str, ...]]: ...
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A configuration a memory-aware policy proposes; `managed_mb` None leaves the memory as it is."""
+
+    scaleout: int
+    rule: str
+    reasons: tuple[str, ...] = ()
+    managed_mb: float | None = None
+    memory_level: int | None = None
+
+
+@runtime_checkable
+class ConfigurationPolicy(Protocol):
+    """A policy that decides memory as well as the scale-out."""
+
+    name: str
+
+    def propose_configuration(self, assessment: Assessment, knowledge: Knowledge) -> Proposal: ...
 
 
 class GuardedPlan:
@@ -32,8 +55,10 @@ class GuardedPlan:
     def decide(self, assessment: Assessment, knowledge: Knowledge) -> Decision:
         now_s, current = assessment.time_s, assessment.current_scaleout
 
-        def decision(target: int, rule: str, *reasons: str) -> Decision:
-            return Decision(now_s, current, target, rule, tuple(reasons))
+        current_mb = assessment.memory.managed_mb if assessment.memory is not None else None
+
+        def decision(target: int, rule: str, *reasons: str, managed_mb=None, level=None) -> Decision:
+            return Decision(now_s, current, target, rule, tuple(reasons), current_mb, managed_mb, level)
 
         if assessment.problems:
             return decision(current, "hold-bad-data", *assessment.problems)
@@ -42,8 +67,14 @@ class GuardedPlan:
             return decision(
                 current, "stabilization", f"last rescale {since:.0f} s ago < {self.stabilization_s:.0f} s"
             )
-        target, rule, reasons = self.policy.propose(assessment, knowledge)
+        if isinstance(self.policy, ConfigurationPolicy):
+            proposal = self.policy.propose_configuration(assessment, knowledge)
+        else:
+            proposal = Proposal(*self.policy.propose(assessment, knowledge))
+        target, reasons = proposal.scaleout, proposal.reasons
         bounded = min(max(target, self.min_scaleout), self.max_scaleout)
         if bounded != target:
             reasons = (*reasons, f"{target} clamped to [{self.min_scaleout}, {self.max_scaleout}]")
-        return decision(bounded, rule, *reasons)
+        return decision(
+            bounded, proposal.rule, *reasons, managed_mb=proposal.managed_mb, level=proposal.memory_level
+        )

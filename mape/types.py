@@ -47,6 +47,28 @@ class WorkerSeries:
 
 
 @dataclass(frozen=True)
+class OperatorState:
+    """One operator's state signals over the loop window (Justin's per-operator view).
+
+    An operator is stateful when its keyed-state backend reports metrics (RocksDB tickers or state-latency
+    histograms); a stateless one reports none. NaN marks a signal the backend could not provide, and a
+    hit rate is NaN when the window saw no state reads at all (nothing to measure the cache on).
+    """
+
+    name: str
+    stateful: bool
+    cache_hit_rate: float = math.nan
+    """hits / (hits + misses) of the block cache over the window, from rates of the cumulative tickers;
+    1.0 when there were reads and none missed."""
+    state_reads_rps: float = math.nan
+    """Block-cache lookups per second over the window (hits + misses)."""
+    state_latency_ns: float = math.nan
+    """Typical state-access latency from the latency-tracking histograms, nanoseconds."""
+    managed_memory_used_mb: float = math.nan
+    """Managed memory the operator's state backend holds (block cache usage), summed over subtasks."""
+
+
+@dataclass(frozen=True)
 class Observation:
     """Immutable snapshot of one loop window, from a `MetricsSource`.
 
@@ -64,12 +86,39 @@ class Observation:
     uptime_s: float | None
     restarts: int | None = None
     problems: tuple[str, ...] = ()
+    operators: tuple[OperatorState, ...] = ()
+    """Per-operator state signals; empty when the backend does not report operators (memory unknown)."""
+    managed_memory_mb: float | None = None
+    """Managed memory per task slot the job runs with now (0 = none); None when unknown."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "input_timestamps_s", frozen_array(self.input_timestamps_s))
         object.__setattr__(self, "input_rate_rps", frozen_array(self.input_rate_rps))
         if len(self.input_timestamps_s) != len(self.input_rate_rps):
             raise ValueError("input rate: timestamps and values of different lengths")
+
+
+@dataclass(frozen=True)
+class MemoryAssessment:
+    """The memory side of an Assessment: where the job stands and what other memory levels would give.
+
+    Only the memory-aware policy reads it. `capacities_by_level` holds, for every memory level other than
+    the current one that has capacity knowledge, the capacity per scale-out at that level (and
+    `recovery_by_level` the predicted recovery of a restart into it).
+    """
+
+    level: int | None
+    """Current memory level (None: no managed memory)."""
+    managed_mb: float
+    stateful: bool
+    """Whether the job has (or ever showed) a stateful operator."""
+    operators: tuple[OperatorState, ...] = ()
+    capacities_by_level: dict[int, dict[int, float]] = field(default_factory=dict)
+    recovery_by_level: dict[int, dict[int, float]] = field(default_factory=dict)
+
+    @property
+    def stateful_operators(self) -> tuple[OperatorState, ...]:
+        return tuple(o for o in self.operators if o.stateful)
 
 
 @dataclass(frozen=True)
@@ -85,7 +134,7 @@ class Assessment:
     workload_max_rps: float
     backlog_records: float
     capacities_rps: dict[int, float]
-    capacity_sources: dict[int, Literal["observed", "interpolated", "extrapolated"]]
+    capacity_sources: dict[int, Literal["observed", "interpolated", "extrapolated", "cache-curve"]]
     capacity_method: str = ""
     forecast_rps: np.ndarray | None = None
     forecast_model: str = ""
@@ -100,6 +149,8 @@ class Assessment:
     """Per worker, mean records/s over the window's valid samples (empty before warm-up)."""
     worker_busy_ratio: tuple[float, ...] = ()
     """Per worker (same order), mean busy share of its time over the same samples (NaN if not reported)."""
+    memory: MemoryAssessment | None = None
+    """Memory levels and state signals; None when the analysis is not memory-aware."""
 
     def __post_init__(self) -> None:
         if self.forecast_rps is not None:
@@ -111,13 +162,35 @@ class Assessment:
 
 @dataclass(frozen=True)
 class Decision:
-    """Target scale-out (or hold) with the rule that decided it and the reasons, for the audit log."""
+    """Target scale-out (or hold) with the rule that decided it and the reasons, for the audit log.
+
+    A memory-aware decision also names the managed memory per slot: `target_managed_mb` None means the
+    memory is left as it is (every CPU-only decision).
+    """
 
     time_s: float
     current_scaleout: int
     target_scaleout: int
     rule: str
     reasons: tuple[str, ...] = field(default_factory=tuple)
+    current_managed_mb: float | None = None
+    target_managed_mb: float | None = None
+    target_memory_level: int | None = None
+
+    @property
+    def changes_memory(self) -> bool:
+        return self.target_managed_mb is not None and self.target_managed_mb != self.current_managed_mb
+
+    @property
+    def reconfigures(self) -> bool:
+        """Whether executing it restarts the job (a new scale-out, new memory, or both)."""
+        return self.action != "hold" or self.changes_memory
+
+    @property
+    def memory_action(self) -> Literal["hold", "memory_up", "memory_down"]:
+        if not self.changes_memory:
+            return "hold"
+        return "memory_up" if self.target_managed_mb > (self.current_managed_mb or 0.0) else "memory_down"
 
     @property
     def action(self) -> Literal["hold", "scale_out", "scale_in"]:
@@ -135,6 +208,17 @@ class Decision:
             "action": self.action,
             "rule": self.rule,
             "reasons": list(self.reasons),
+        } | self._memory_dict()
+
+    def _memory_dict(self) -> dict[str, object]:
+        """Memory fields only when the decision is memory-aware (CPU-only audit events stay as they were)."""
+        if self.current_managed_mb is None and self.target_managed_mb is None:
+            return {}
+        return {
+            "current_managed_mb": self.current_managed_mb,
+            "target_managed_mb": self.target_managed_mb,
+            "target_memory_level": self.target_memory_level,
+            "memory_action": self.memory_action,
         }
 
     @classmethod
@@ -145,4 +229,7 @@ class Decision:
             target_scaleout=int(data["target_scaleout"]),
             rule=str(data["rule"]),
             reasons=tuple(data.get("reasons", ())),
+            current_managed_mb=data.get("current_managed_mb"),
+            target_managed_mb=data.get("target_managed_mb"),
+            target_memory_level=data.get("target_memory_level"),
         )

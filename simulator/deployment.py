@@ -3,6 +3,10 @@
 Reactive mode gives every new pod a new name and, on scale-in, the twin removes the newest pods, so a
 worker keeps its subtask index (position) for its whole life. Each pod runs on hardware of its own speed,
 drawn once per pod name: the same pod always has the same speed, whatever the order of rescales.
+
+A stateful job's workers also depend on the managed memory per slot and on their key share (the part of
+the state each must cache): `simulator.memory_model`. A memory change restarts the TaskManagers in place
+(same names, same hardware), so only the memory part of their capacity changes.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from simulator.memory_model import PROFILES, StateProfile, capacity_factors
 from simulator.skew import job_capacity_rps, subtask_shares
 
 _SPEED_BLOCK = 64  # speeds are drawn in fixed blocks so pod k's speed never depends on call order
@@ -26,9 +31,21 @@ class WorkerInfo(NamedTuple):
 class Deployment:
     """The current workers plus everything needed to say which worker was where at any past instant."""
 
-    def __init__(self, key_counts: np.ndarray, speed_rng: np.random.Generator, speed_cov: float) -> None:
+    def __init__(
+        self,
+        key_counts: np.ndarray,
+        speed_rng: np.random.Generator,
+        speed_cov: float,
+        profile: StateProfile = PROFILES["stateless"],
+        managed_mb: float = 0.0,
+    ) -> None:
         # records/s of a speed-1.0 worker; every capacity is linear in it, so the twin sizes it after creation
         self.worker_capacity_rps = 1.0
+        self.profile = profile
+        self.managed_mb = managed_mb
+        """Managed memory per slot of the current workers."""
+        self.reference_managed_mb = managed_mb
+        """The memory the job started with: the yardstick for sizing and floors."""
         self._key_counts = key_counts
         self._speed_rng = speed_rng
         self._speed_sigma = math.sqrt(math.log1p(speed_cov**2))
@@ -67,20 +84,22 @@ class Deployment:
 
     def capacities_rps(self) -> np.ndarray:
         """Saturation throughput of each current worker."""
-        return self.worker_capacity_rps * np.asarray(self._speeds)
+        factors = capacity_factors(self.profile, self.managed_mb, self.shares())
+        return self.worker_capacity_rps * np.asarray(self._speeds) * factors
 
-    def capacity_rps_for(self, n: int) -> float:
-        """Job capacity if resized to n now: the oldest n workers, or these plus the next new pods."""
+    def capacity_rps_for(self, n: int, managed_mb: float | None = None) -> float:
+        """Job capacity if resized to n now (at `managed_mb` per slot, default the current memory): the
+        oldest n workers, or these plus the next new pods."""
         speeds = self._speeds[:n]
         number = self._next_number
         while len(speeds) < n:
             speeds.append(self.speed_of(number))
             number += 1
-        return self._capacity_of(speeds)
+        return self._capacity_of(speeds, self.managed_mb if managed_mb is None else managed_mb)
 
     def reference_capacity_rps(self, n: int) -> float:
-        """Job capacity of a fresh n-worker deployment (pods tm-0001..n)."""
-        return self._capacity_of([self.speed_of(k) for k in range(1, n + 1)])
+        """Job capacity of a fresh n-worker deployment (pods tm-0001..n) at the starting memory."""
+        return self._capacity_of([self.speed_of(k) for k in range(1, n + 1)], self.reference_managed_mb)
 
     def workers_at(self, t_s: int, size: int) -> list[WorkerInfo]:
         """The `size` workers deployed at a past instant t_s: the newest pod created by then at each position."""
@@ -97,6 +116,7 @@ class Deployment:
             self._speed_pool.extend(block.tolist())
         return self._speed_pool[number - 1]
 
-    def _capacity_of(self, speeds: list[float]) -> float:
+    def _capacity_of(self, speeds: list[float], managed_mb: float) -> float:
         shares = subtask_shares(self._key_counts, len(speeds))
-        return job_capacity_rps(shares, self.worker_capacity_rps * np.asarray(speeds))
+        factors = capacity_factors(self.profile, managed_mb, shares)
+        return job_capacity_rps(shares, self.worker_capacity_rps * np.asarray(speeds) * factors)

@@ -19,6 +19,11 @@ _SECOND_FIELDS: dict[str, tuple[type, float]] = {
     "parallelism_at": (np.int64, 0),
     "restarts_at": (np.int64, 0),
     "run_start_at": (np.int64, -1),
+    "managed_mb_at": (np.float64, 0.0),
+    "state_hits": (np.float64, 0.0),
+    "state_misses": (np.float64, 0.0),
+    "state_accesses": (np.float64, 0.0),
+    "state_latency_ns_sum": (np.float64, 0.0),
 }
 
 

@@ -2,7 +2,9 @@
 
 Only what Prometheus would report leaks out: smoothed per-worker CPU, Flink's 60 s throughput meters
 (which restart from zero with the job), Kafka's messages-in rate and consumer lag, sampled at the scrape
-step. The twin's ground truth stays behind for scoring.
+step; per operator, whether it keeps state, its block-cache hit rate from the increase of the cumulative
+hit/miss tickers over the window, its mean state-access latency and the managed memory it holds; and the
+managed memory per slot. The twin's ground truth stays behind for scoring.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ import math
 
 import numpy as np
 
-from mape.types import Observation, WorkerSeries
+from mape.types import Observation, OperatorState, WorkerSeries
+from memory.signals import hit_rate
 from simulator.twin import Twin
 
 _EPS = 1e-9
@@ -37,6 +40,7 @@ class TwinMetricsSource:
         self.input_rate_window_s = _whole_seconds("input_rate_window_s", input_rate_window_s)
         self.cpu_window_s = _whole_seconds("cpu_window_s", cpu_window_s)
         self._capacity_by_worker: dict[str, float] = {}  # a pod's speed is fixed for its life
+        self._capacity_config: tuple[int, float] | None = None  # (parallelism, memory) they were read at
 
     def observe(self, now_s: float, window_s: float) -> Observation:
         """Samples at multiples of the scrape interval in (now_s - window_s, now_s]."""
@@ -71,6 +75,32 @@ class TwinMetricsSource:
             uptime_s=0.0 if state.run_start_s is None else float(t_now - state.run_start_s),
             restarts=state.restarts,
             problems=problems,
+            operators=self._operators(t_now, window_s),
+            managed_memory_mb=state.managed_mb,
+        )
+
+    def _operators(self, t_now: int, window_s: float) -> tuple[OperatorState, ...]:
+        """The source (stateless) and the keyed operator, with its state signals over the window."""
+        profile = self.twin.profile
+        source = OperatorState("source", stateful=False)
+        if not profile.stateful:
+            return (source, OperatorState(profile.operator, stateful=False))
+        history = self.twin.history
+        start = max(0, t_now - math.ceil(window_s - _EPS))
+        hits = float(history.view("state_hits")[start:t_now].sum())
+        misses = float(history.view("state_misses")[start:t_now].sum())
+        accesses = float(history.view("state_accesses")[start:t_now].sum())
+        latency_sum = float(history.view("state_latency_ns_sum")[start:t_now].sum())
+        return (
+            source,
+            OperatorState(
+                profile.operator,
+                stateful=True,
+                cache_hit_rate=hit_rate(hits, misses),
+                state_reads_rps=(hits + misses) / max(t_now - start, 1),
+                state_latency_ns=latency_sum / accesses if accesses > 0 else math.nan,
+                managed_memory_used_mb=self.twin.state_rates.used_mb if self.twin.running else math.nan,
+            ),
         )
 
     def _sample_times(self, now_s: float, window_s: float) -> np.ndarray:
@@ -132,9 +162,11 @@ class TwinMetricsSource:
 
     def _capacity_rps(self, worker_id: str) -> float:
         """Saturation records/s of a worker, remembered from when it was deployed (NaN if never seen)."""
-        if worker_id not in self._capacity_by_worker:
+        config = (self.twin.parallelism, self.twin.managed_mb)  # a stateful worker's capacity depends on both
+        if worker_id not in self._capacity_by_worker or config != self._capacity_config:
             current = zip(self.twin.worker_ids, self.twin.worker_capacities_rps(), strict=True)
             self._capacity_by_worker.update((w, float(c)) for w, c in current)
+            self._capacity_config = config
         return self._capacity_by_worker.get(worker_id, math.nan)
 
 
@@ -146,6 +178,9 @@ class TwinScalingTarget:
 
     def scale_to(self, scaleout: int, now_s: float) -> None:
         self.twin.scale_to(scaleout, now_s)
+
+    def reconfigure(self, scaleout: int, managed_mb: float, now_s: float) -> None:
+        self.twin.reconfigure(scaleout, managed_mb, now_s)
 
 
 def _whole_seconds(name: str, value: float) -> int:

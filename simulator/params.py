@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from simulator.memory_model import PROFILES
+
 
 @dataclass(frozen=True)
 class TwinParams:
@@ -65,9 +67,23 @@ class TwinParams:
     base_latency_s: float = 0.5
     """Latency of a record that does not queue (processing and network)."""
 
+    # --- state and memory (Justin §3; see simulator/memory_model.py) ---------------------------------
+    job_profile: str = "stateless"
+    """How the job's keyed operator uses RocksDB: 'stateless', 'read-heavy', 'write-heavy' or
+    'update-heavy' (simulator.memory_model.PROFILES)."""
+    managed_mb: float = 158.0
+    """Managed memory per slot the job starts with (Justin's default per slot, the memory level 0)."""
+    process_base_mb: float = 1890.0
+    """Memory of a TaskManager process besides managed memory (the deployment's 2 GiB TaskManager less its
+    158 MB managed memory); with `cores_per_worker`, what a worker costs."""
+    cores_per_worker: float = 1.0
+    """CPU cores of a worker (one slot, one core: the capacity model's unit)."""
+
     def __post_init__(self) -> None:
         for item in fields(self):
             value = getattr(self, item.name)
+            if isinstance(value, str):
+                continue
             if value is not None and not value >= 0:
                 raise ValueError(f"TwinParams.{item.name} must be >= 0, got {value!r}")
         positive = ("reference_scaleout", "max_parallelism", "num_keys", "checkpoint_interval_s")
@@ -82,3 +98,7 @@ class TwinParams:
             )
         if self.reference_scaleout > self.max_parallelism:
             raise ValueError("TwinParams.reference_scaleout must not exceed max_parallelism")
+        if self.job_profile not in PROFILES:
+            raise ValueError(
+                f"TwinParams.job_profile must be one of {sorted(PROFILES)}, got {self.job_profile!r}"
+            )

@@ -125,6 +125,8 @@ python benchmarks/decision_quality.py --report docs/evaluation.md --render-only 
 
 One trace at a time: `foresail compare --workload FILE --policies foresail,hpa-80,hpa-85,static --seeds 3
 --out DIR` (summary.json, table.md, figures) or `python benchmarks/decision_quality.py --trace ysb`.
+At equal service against the reactive plan: `python benchmarks/equal_service.py` (README). Memory levels
+(Justin) on stateful jobs, foresail with and without them: [evaluation/memory.md](evaluation/memory.md).
 
 ## Setup
 

@@ -22,6 +22,15 @@ def score(twin: Twin, slo_s: float = 30.0) -> dict[str, float | int]:
         "slo_s": float(slo_s),
         "seconds_over_slo": twin.seconds_over_slo(slo_s),
         "rescales": twin.rescales,
+        "reconfigurations": twin.rescales,
+        "memory_reconfigurations": twin.memory_changes,
+        "cpu_seconds": float(twin.worker_seconds * twin.params.cores_per_worker),
+        "memory_mb_seconds": float(
+            twin.worker_seconds * twin.params.process_base_mb + twin.managed_mb_seconds
+        ),
+        "managed_memory_mb_seconds": float(twin.managed_mb_seconds),
+        "final_scaleout": twin.parallelism,
+        "final_managed_mb": float(twin.managed_mb),
         "restarts": twin.restarts,
         "downtime_s": twin.downtime_s,
         "backlog_end_records": int(twin.backlog_records),

@@ -15,6 +15,7 @@ import numpy as np
 from simulator.deployment import Deployment, WorkerInfo
 from simulator.history import TwinHistory
 from simulator.latency import LatencyTracker
+from simulator.memory_model import PROFILES, StateRates, state_rates
 from simulator.params import TwinParams
 from simulator.skew import job_capacity_rps, key_group_counts
 
@@ -28,6 +29,7 @@ class BoundaryState(NamedTuple):
     parallelism: int
     restarts: int
     run_start_s: int | None  # None while the job is down
+    managed_mb: float = 0.0  # managed memory per slot
 
 
 class Twin:
@@ -55,7 +57,10 @@ class Twin:
         keys_seq, speed_seq, cpu_seq, downtime_seq, failure_seq = np.random.SeedSequence(seed).spawn(5)
         p = self.params
         key_counts = key_group_counts(p.num_keys, p.max_parallelism, np.random.default_rng(keys_seq))
-        self._deployment = Deployment(key_counts, np.random.default_rng(speed_seq), p.speed_cov)
+        self.profile = PROFILES[p.job_profile]
+        self._deployment = Deployment(
+            key_counts, np.random.default_rng(speed_seq), p.speed_cov, self.profile, p.managed_mb
+        )
         self._cpu_rng = np.random.default_rng(cpu_seq)
         self._downtime_rng = np.random.default_rng(downtime_seq)
         self._failure_rng = np.random.default_rng(failure_seq)
@@ -80,6 +85,9 @@ class Twin:
         self._rescales = 0
         self._worker_seconds = 0
         self._down_seconds = 0
+        self._managed_mb_seconds = 0.0
+        self._memory_changes = 0
+        self._state = StateRates(0.0, 0.0, 0.0, 0.0, 0.0)  # per record, at the current configuration
 
         self._noise = np.zeros(0)  # per-worker AR(1) CPU noise state
 
@@ -174,6 +182,26 @@ class Twin:
         """Seconds simulated so far in which the job was not running."""
         return self._down_seconds
 
+    @property
+    def managed_mb(self) -> float:
+        """Managed memory per slot (TaskManager) now."""
+        return self._deployment.managed_mb
+
+    @property
+    def managed_mb_seconds(self) -> float:
+        """Managed memory held so far, summed over workers and seconds (MB·s)."""
+        return self._managed_mb_seconds
+
+    @property
+    def memory_changes(self) -> int:
+        """Reconfigurations that changed the managed memory (each also counts as a rescale)."""
+        return self._memory_changes
+
+    @property
+    def state_rates(self) -> StateRates:
+        """What the state backend does per processed record at the current configuration."""
+        return self._state
+
     # ----------------------------------------------------------------------------- ground truth
     def true_capacity_rps(self) -> float:
         """Input rate the current deployment sustains (during a downtime: the one being started)."""
@@ -183,9 +211,10 @@ class Twin:
         """Records/s each current worker processes at saturation, in subtask order."""
         return self._deployment.capacities_rps()
 
-    def true_capacity_rps_for(self, n: int) -> float:
-        """Capacity if the job were rescaled to n now: keep the oldest n workers or add new pods."""
-        return self._deployment.capacity_rps_for(self._validate_parallelism(n))
+    def true_capacity_rps_for(self, n: int, managed_mb: float | None = None) -> float:
+        """Capacity if the job were rescaled to n now (at `managed_mb` per slot, default the current
+        memory): keep the oldest n workers or add new pods."""
+        return self._deployment.capacity_rps_for(self._validate_parallelism(n), managed_mb)
 
     def reference_capacity_rps(self, n: int) -> float:
         """Capacity of a fresh n-worker deployment (pods tm-0001..n): the yardstick for sizing and floors."""
@@ -200,7 +229,9 @@ class Twin:
         """Job state at instant t_s <= now (lag, parallelism, restarts, start of the current run)."""
         if t_s == self._t:
             start = self._run_start if self._running else None
-            return BoundaryState(self.backlog_records, self.parallelism, self._restarts, start)
+            return BoundaryState(
+                self.backlog_records, self.parallelism, self._restarts, start, self.managed_mb
+            )
         self._check_past(t_s)
         h = self.history
         start = int(h.series("run_start_at")[t_s])
@@ -209,6 +240,7 @@ class Twin:
             int(h.series("parallelism_at")[t_s]),
             int(h.series("restarts_at")[t_s]),
             None if start < 0 else start,
+            float(h.series("managed_mb_at")[t_s]),
         )
 
     def workers_at(self, t_s: int) -> list[WorkerInfo]:
@@ -245,6 +277,24 @@ class Twin:
         self._rescales += 1
         self._stop(t, downtime_s)
 
+    def reconfigure(self, n: int, managed_mb: float, now_s: float) -> None:
+        """Restart at n workers with `managed_mb` managed memory per slot (a plain rescale when the memory
+        stays). New memory restarts every TaskManager, so the stop is a scale-out's (pods start)."""
+        if not (math.isfinite(managed_mb) and managed_mb >= 0):
+            raise ValueError(f"managed_mb must be a finite size >= 0, got {managed_mb!r}")
+        if managed_mb == self.managed_mb:
+            self.scale_to(n, now_s)
+            return
+        n = self._validate_parallelism(n)
+        t = self._act_at(now_s)
+        p = self.params
+        downtime_s = self._draw_downtime(p.scale_out_downtime_mean_s, p.scale_out_downtime_sd_s)
+        self._deployment.managed_mb = float(managed_mb)
+        self._resize(n, t)
+        self._rescales += 1
+        self._memory_changes += 1
+        self._stop(t, downtime_s)
+
     def inject_failure(self, now_s: float) -> bool:
         """Fail the running job at now_s (restart at the same n); False if it was already down."""
         t = self._act_at(now_s)
@@ -263,6 +313,7 @@ class Twin:
         h.series("parallelism_at")[t] = n
         h.series("restarts_at")[t] = self._restarts
         h.series("run_start_at")[t] = self._run_start if self._running else -1
+        h.series("managed_mb_at")[t] = self._deployment.managed_mb
 
         arrivals = self._arrivals[t] if t < len(self._arrivals) else 0
         self._log_end += arrivals
@@ -285,6 +336,8 @@ class Twin:
             elif available > 0:
                 worst_s = self.latency.waiting_age(t, self._position)
             self._record_workers(t, n, processed)
+            if processed > 0 and self.profile.stateful:
+                self._record_state(t, processed)
             h.series("processed")[t] = processed
             h.series("running")[t] = True
             if (t + 1 - self._run_start) % self.params.checkpoint_interval_s == 0:
@@ -295,6 +348,7 @@ class Twin:
                 worst_s = self.latency.waiting_age(t, self._position)
         h.series("worst_latency_s")[t] = worst_s
         self._worker_seconds += n
+        self._managed_mb_seconds += n * self._deployment.managed_mb
         self._t = t + 1
         h.length = self._t
 
@@ -314,6 +368,14 @@ class Twin:
         np.clip(cpu, 0.0, 1.0, out=cpu)
         self.history.cpu[t, :n] = cpu
         self.history.throughput[t, :n] = self._shares * processed
+
+    def _record_state(self, t: int, processed: int) -> None:
+        """The state backend's tickers and latency sums for this second (cumulative in Prometheus)."""
+        h, rates = self.history, self._state
+        h.series("state_hits")[t] = processed * rates.hits
+        h.series("state_misses")[t] = processed * rates.misses
+        h.series("state_accesses")[t] = processed * rates.accesses
+        h.series("state_latency_ns_sum")[t] = processed * rates.latency_ns
 
     def _stop(self, t: int, downtime_s: int) -> None:
         self._running = False
@@ -350,6 +412,8 @@ class Twin:
         capacities = self._deployment.capacities_rps()
         self._capacity_rps = job_capacity_rps(self._shares, capacities)
         self._cpu_per_record = (p.saturation_cpu - p.idle_cpu) * self._shares / capacities
+        record_time_ns = 1e9 / self._deployment.worker_capacity_rps
+        self._state = state_rates(self.profile, self._deployment.managed_mb, self._shares, record_time_ns)
 
     def _validate_parallelism(self, n: int) -> int:
         if isinstance(n, bool) or int(n) != n or not 1 <= n <= self.params.max_parallelism:

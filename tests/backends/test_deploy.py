@@ -32,6 +32,7 @@ def test_the_role_grants_exactly_what_the_daemon_uses():
               for v in rule["verbs"]}  # fmt: skip
     assert grants == {
         ("apps", "deployments", "get"),  # desired replicas and readiness
+        ("apps", "deployments", "patch"),  # memory levels: the TaskManager template's memory
         ("apps", "deployments/scale", "patch"),  # the rescale
         ("coordination.k8s.io", "leases", "create"),  # leader election
         ("coordination.k8s.io", "leases", "get"),

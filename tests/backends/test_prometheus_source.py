@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import json
 import math
-import subprocess
 import time
 from pathlib import Path
 
@@ -18,8 +17,8 @@ from config.backends import PrometheusConfig
 from config.schema import Config
 from daemon.build import knowledge_settings, make_loop
 from mape.knowledge import KnowledgeStore
+from tests.backends.backfilled import backfilled_prometheus
 from tests.backends.fake_http import FakeServer, self_signed_cert
-from tests.e2e.stack import PrometheusServer
 
 STEP = 5
 T_END = (math.floor(time.time()) // 60) * 60 - 120  # two minutes ago, a multiple of the step
@@ -55,16 +54,7 @@ def _openmetrics() -> str:
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory):
     """A real Prometheus whose TSDB holds the backfilled series (it scrapes nothing)."""
-    workdir = tmp_path_factory.mktemp("prometheus")
-    (workdir / "data.om").write_text(_openmetrics())
-    tsdb = workdir / "tsdb"
-    subprocess.run(
-        ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(workdir / "data.om"), str(tsdb)],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    server = PrometheusServer(workdir, tsdb=tsdb)
-    yield server
-    server.stop()
+    yield from backfilled_prometheus(tmp_path_factory.mktemp("prometheus"), _openmetrics())
 
 
 def _config(url: str, **overrides: object) -> PrometheusConfig:

@@ -1,0 +1,255 @@
+"""The memory-aware `foresail` policy: Daedalus's proactive search per memory level, Justin's Algorithm 1 to
+explore memory levels, and a cost comparison of "n workers at level x" options.
+
+1. The foresail rules run at the current level (the CPU plan). A stateless job keeps that plan exactly; it
+   only drops its managed memory when the plan scales out anyway (pods start then), so it never restarts
+   for memory alone. Missing state signals also leave the CPU plan untouched.
+2. When the CPU plan wants to scale out a stateful job, Justin's Algorithm 1 decides first, for levels
+   the job has never run at (no capacity knowledge yet):
+   - ``memory-up``: the last reconfiguration did not raise memory and the job shows memory pressure
+     (hit rate < Δθ or state latency > Δτ): one level up at the same scale-out, instead of scaling out;
+   - ``memory-up-again``: the last reconfiguration raised memory and improved the hit rate or the latency
+     (by the configured margins, Justin's hysteresis) and misses remain: one more level up;
+   - ``memory-rollback``: the last reconfiguration raised memory and improved neither: back to the level
+     before it, scaled out as the foresail rules find at that level.
+3. Otherwise every level with capacity knowledge is searched with the same foresail rules (at a level the
+   job does not run at, every candidate is a change, so only long-lived candidates count) and the cheapest
+   option by price of CPU and memory wins (``cheaper-level`` when it is not the current level). Another
+   level must save at least `switch_min_saving` over the CPU plan (its capacities are less certain than the
+   current level's, and leaving a configuration that holds costs a restart), unless nothing at the current
+   level is valid; so the CPU plan wins ties.
+
+A level known from capacity knowledge is never "explored" again by step 2: a scale-up that was rolled back
+stays known as the worse option, so the policy cannot oscillate up and back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from mape.knowledge import Knowledge
+from mape.plan import Proposal
+from mape.proactive import ProactivePolicy
+from mape.types import Assessment, MemoryAssessment, OperatorState
+from memory.cost import Prices
+from memory.history import OperatorDecision
+from memory.levels import MemoryLevels
+from memory.signals import has_signal, highest_latency_ns, lowest_hit_rate
+
+
+@dataclass(frozen=True)
+class MemorySettings:
+    """Thresholds of the memory policy (defaults and meaning in config/schema.py, section `memory`)."""
+
+    hit_rate_threshold: float = 0.8
+    latency_threshold_ns: float = 1e6
+    min_hit_rate_gain: float = 0.01
+    min_latency_gain: float = 0.05
+    switch_min_saving: float = 0.10
+    release_stateless: bool = True
+
+
+class MemoryAwarePolicy:
+    """`foresail` with memory levels (see module docstring); `propose` keeps the CPU-only Policy API."""
+
+    name = "foresail"
+
+    def __init__(
+        self,
+        cpu: ProactivePolicy,
+        levels: MemoryLevels,
+        prices: Prices,
+        settings: MemorySettings | None = None,
+    ) -> None:
+        self.cpu = cpu
+        self.levels = levels
+        self.prices = prices
+        self.settings = settings or MemorySettings()
+
+    def propose(self, assessment: Assessment, knowledge: Knowledge) -> tuple[int, str, tuple[str, ...]]:
+        proposal = self.propose_configuration(assessment, knowledge)
+        return proposal.scaleout, proposal.rule, proposal.reasons
+
+    def propose_configuration(self, assessment: Assessment, knowledge: Knowledge) -> Proposal:
+        cpu = Proposal(*self.cpu.propose(assessment, knowledge))
+        memory = assessment.memory
+        if memory is None:
+            return cpu
+        if not memory.stateful:
+            return self._stateless(assessment, memory, cpu)
+        if memory.level is None:
+            return _note(cpu, "stateful job without managed memory levels: CPU-only decision")
+        operators = memory.stateful_operators
+        if not any(has_signal(o) for o in operators):
+            return _note(cpu, "memory signals missing (no hit rate, no state latency): CPU-only decision")
+        if cpu.rule == "only-if-necessary":
+            return cpu
+        if cpu.scaleout > assessment.current_scaleout:
+            justin = self._justin(assessment, knowledge, memory, operators, cpu)
+            if justin is not None:
+                return justin
+        return self._cheapest(assessment, knowledge, memory, cpu)
+
+    # ---- the rules ------------------------------------------------------------------------------
+    def _stateless(self, a: Assessment, memory: MemoryAssessment, cpu: Proposal) -> Proposal:
+        if self.settings.release_stateless and memory.managed_mb > 0 and cpu.scaleout > a.current_scaleout:
+            reason = f"no stateful operator: managed memory ({memory.managed_mb:.0f} MB) released with this scale-out"
+            return dataclasses.replace(cpu, managed_mb=0.0, memory_level=None, reasons=(*cpu.reasons, reason))
+        return cpu
+
+    def _justin(
+        self,
+        a: Assessment,
+        knowledge: Knowledge,
+        memory: MemoryAssessment,
+        operators: tuple[OperatorState, ...],
+        cpu: Proposal,
+    ) -> Proposal | None:
+        """Justin's Algorithm 1 where it explores a level without capacity knowledge; None: not applicable."""
+        s, level = self.settings, memory.level
+        hit_rate, latency_ns = lowest_hit_rate(operators), highest_latency_ns(operators)
+        signals = f"hit rate {_pct(hit_rate)}, state latency {_ms(latency_ns)}"
+        up = level + 1
+        unexplored = up <= self.levels.max_level and up not in memory.capacities_by_level
+        last = _last_decisions(knowledge, operators)
+        if last and last[0].scaled_up:
+            verdict = self._improved(operators, last)
+            if verdict is None:
+                return None  # nothing comparable to judge the last step by: no step of Justin's
+            if verdict:
+                misses_left = hit_rate < 1.0 or latency_ns > s.latency_threshold_ns
+                if unexplored and misses_left:
+                    return self._level_up(a, up, "memory-up-again", f"last scale-up improved: {signals}")
+                return None
+            return self._rollback(a, knowledge, memory, last[0].from_level, signals, cpu)
+        pressure = hit_rate < s.hit_rate_threshold or latency_ns > s.latency_threshold_ns
+        if pressure and unexplored:
+            why = (
+                f"memory pressure: {signals} (thresholds {_pct(s.hit_rate_threshold)}, "
+                f"{_ms(s.latency_threshold_ns)})"
+            )
+            return self._level_up(a, up, "memory-up", why)
+        return None
+
+    def _improved(self, operators: tuple[OperatorState, ...], last: list[OperatorDecision]) -> bool | None:
+        """Did the last step raise any operator's hit rate or cut its latency? None: nothing comparable."""
+        s, now = self.settings, {o.name: o for o in operators}
+        comparable = False
+        for entry in last:
+            current = now.get(entry.operator)
+            if current is None:
+                continue
+            if math.isfinite(current.cache_hit_rate) and math.isfinite(entry.hit_rate_before):
+                comparable = True
+                if current.cache_hit_rate >= entry.hit_rate_before + s.min_hit_rate_gain:
+                    return True
+            if math.isfinite(current.state_latency_ns) and math.isfinite(entry.latency_ns_before):
+                comparable = True
+                if current.state_latency_ns <= entry.latency_ns_before * (1 - s.min_latency_gain):
+                    return True
+        return False if comparable else None
+
+    def _level_up(self, a: Assessment, level: int, rule: str, why: str) -> Proposal:
+        """One level up instead of the scale-out. When the job does not even carry the present load, it
+        gets the workers that carry it at the current level too: exploring memory must not starve it
+        (Justin only ever substituted small steps; from one worker at 50k records/s the plan jumps to 17)."""
+        managed = self.levels.managed_mb(level)
+        scaleout, average = a.current_scaleout, a.workload_avg_rps
+        reason = f"scale up to level {level} ({managed:.0f} MB per slot) at {scaleout} workers instead of scaling out"
+        if not a.capacity(scaleout) > average:
+            carrying = [n for n, c in sorted(a.capacities_rps.items()) if n > scaleout and c > average]
+            scaleout = carrying[0] if carrying else self.cpu.max_scaleout
+            reason = (
+                f"scale up to level {level} ({managed:.0f} MB per slot) with {scaleout} workers, the fewest that "
+                f"carry the present {average:.0f} rps at level {level - 1}"
+            )
+        return Proposal(scaleout, rule, (why, reason), managed, level)
+
+    def _rollback(
+        self,
+        a: Assessment,
+        knowledge: Knowledge,
+        memory: MemoryAssessment,
+        back: int | None,
+        signals: str,
+        cpu: Proposal,
+    ) -> Proposal:
+        """Back to the level before the scale-up that did not help, scaled out as that level needs (at
+        least as far as the CPU plan scales out at the current level: less memory never carries more)."""
+        managed = self.levels.managed_mb(back)
+        why = f"last scale-up to level {memory.level} improved neither hit rate nor latency ({signals})"
+        scaleout, plan = cpu.scaleout, f"scale out as planned at level {memory.level}: {cpu.scaleout} workers"
+        if back in memory.capacities_by_level:
+            target, rule, reasons = self._plan_at(a, knowledge, memory, back)
+            if target > scaleout:
+                scaleout, plan = target, f"at level {back}: {target} workers ({rule}: {reasons[0]})"
+        return Proposal(scaleout, "memory-rollback", (why, plan), managed, back)
+
+    def _cheapest(
+        self, a: Assessment, knowledge: Knowledge, memory: MemoryAssessment, cpu: Proposal
+    ) -> Proposal:
+        """The cheapest valid (n, level) over the levels with capacity knowledge."""
+        level, current = memory.level, a.current_scaleout
+        here = self.prices.cost(cpu.scaleout, memory.managed_mb)
+        if cpu.rule == "max-scaleout":
+            here = math.inf  # nothing is valid at the current level
+        best = (here, cpu.scaleout, level, cpu.rule, cpu.reasons)
+        options = [f"level {level}: {cpu.scaleout} workers, cost {here:.2f}"]
+        capacity_now = a.capacity(current)
+        for other in sorted(memory.capacities_by_level):
+            scaleout, rule, reasons = self._plan_at(a, knowledge, memory, other)
+            capacity = memory.capacities_by_level[other].get(scaleout, math.nan)
+            if rule != "long-lived":
+                continue
+            if capacity < capacity_now and a.backlog_records > capacity * self.cpu.loop_interval_s:
+                continue  # less capacity while still catching up
+            cost = self.prices.cost(scaleout, self.levels.managed_mb(other))
+            options.append(f"level {other}: {scaleout} workers, cost {cost:.2f}")
+            if cost < best[0]:
+                best = (cost, scaleout, other, rule, reasons)
+        cost, scaleout, chosen, rule, reasons = best
+        if chosen == level or not math.isfinite(cost):
+            return _note(cpu, "; ".join(options)) if len(options) > 1 else cpu
+        if cost > here * (1 - self.settings.switch_min_saving):
+            return _note(
+                cpu, f"{'; '.join(options)}: saving below {self.settings.switch_min_saving:.0%}, kept"
+            )
+        managed = self.levels.managed_mb(chosen)
+        why = f"{scaleout} workers at level {chosen} ({managed:.0f} MB per slot) cost {cost:.2f} < {here:.2f}"
+        return Proposal(scaleout, "cheaper-level", (why, f"{rule}: {reasons[0]}", *options), managed, chosen)
+
+    def _plan_at(
+        self, a: Assessment, knowledge: Knowledge, memory: MemoryAssessment, level: int
+    ) -> tuple[int, str, tuple[str, ...]]:
+        """The foresail rules on another level's capacities. The job does not run at that level, so no
+        scale-out there is current (current_scaleout 0): only changes, which must be long-lived."""
+        view = dataclasses.replace(
+            a,
+            current_scaleout=0,
+            capacities_rps=memory.capacities_by_level[level],
+            capacity_sources={},
+            recovery_s=memory.recovery_by_level.get(level, {}),
+            memory=None,
+        )
+        return self.cpu.propose(view, knowledge)
+
+
+def _last_decisions(knowledge: Knowledge, operators: tuple[OperatorState, ...]) -> list[OperatorDecision]:
+    """The last reconfiguration of each stateful operator, newest first."""
+    last = knowledge.memory.history.last
+    entries = [last[o.name] for o in operators if o.name in last]
+    return sorted(entries, key=lambda e: e.time_s, reverse=True)
+
+
+def _note(proposal: Proposal, reason: str) -> Proposal:
+    return dataclasses.replace(proposal, reasons=(*proposal.reasons, reason))
+
+
+def _pct(value: float) -> str:
+    return f"{value:.0%}" if math.isfinite(value) else "n/a"
+
+
+def _ms(value_ns: float) -> str:
+    return f"{value_ns / 1e6:.2f} ms" if math.isfinite(value_ns) else "n/a"

@@ -1,0 +1,269 @@
+"""Memory levels executed on the real targets: the TaskManager Deployment and a FlinkDeployment against
+kmock, a Kubernetes API *emulator* served over real HTTP (see kube_emulator.py for what it does not
+emulate), the rescale follower, and the local cluster restarting its TaskManagers with new memory."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from backends.execution import FollowedTarget, FollowingSource, NotApplied, RescaleFollower
+from backends.kubernetes import DeploymentScale, FlinkDeploymentScale, KubernetesTarget
+from backends.localflink import LocalFlinkCluster, LocalFlinkTarget
+from mape.types import Observation
+from tests.backends.kube_emulator import TM_LABELS, KubeEmulator
+
+NS, NAME = "flink", "flink-taskmanager"
+MANAGED = "-Dtaskmanager.memory.managed.size="
+
+
+@pytest.fixture
+def kube():
+    with KubeEmulator() as emulator:
+        client.AppsV1Api(emulator.api()).create_namespaced_deployment(
+            NS,
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": NAME, "namespace": NS},
+                "spec": {
+                    "replicas": 2,
+                    "selector": {"matchLabels": TM_LABELS},
+                    "template": {
+                        "metadata": {"labels": TM_LABELS},
+                        "spec": {
+                            "containers": [
+                                {"name": "taskmanager", "image": "flink:2.3", "args": ["taskmanager"]}
+                            ]
+                        },
+                    },
+                },
+            },
+        )  # as in deploy/flink-reactive.yaml
+        yield emulator
+
+
+def _patches(kube: KubeEmulator) -> list:
+    return kube.requests("PATCH")
+
+
+def _container(kube: KubeEmulator) -> client.V1Container:
+    deployment = client.AppsV1Api(kube.api()).read_namespaced_deployment(NAME, NS)
+    return deployment.spec.template.spec.containers[0]
+
+
+def test_new_memory_patches_replicas_container_memory_and_flink_options_at_once(kube):
+    target = KubernetesTarget(DeploymentScale(kube.api(), NS, NAME, 5.0), 2, 0.001, process_base_mb=1890.0)
+    target.reconfigure(3, 632.0, now_s=0.0)
+    patches = _patches(kube)
+    assert len(patches) == 1 and str(patches[0].url.path).endswith(f"/deployments/{NAME}")  # not /scale
+    assert kube.replicas(NS, NAME) == 3
+    container = _container(kube)
+    assert container.args == ["taskmanager", f"{MANAGED}632m", "-Dtaskmanager.memory.process.size=2522m"]
+    assert container.resources.requests["memory"] == container.resources.limits["memory"] == "2522Mi"
+    target.reconfigure(3, 0.0, now_s=60.0)  # a stateless job: no managed memory; old flags replaced
+    assert _container(kube).args == ["taskmanager", f"{MANAGED}0m", "-Dtaskmanager.memory.process.size=1890m"]
+
+
+def test_other_resources_of_the_container_are_kept(kube):
+    apps = client.AppsV1Api(kube.api())
+    resources = {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}}
+    apps.patch_namespaced_deployment(
+        NAME, NS, [{"op": "add", "path": "/spec/template/spec/containers/0/resources", "value": resources}],
+        _content_type="application/json-patch+json",
+    )  # fmt: skip
+    assert _container(kube).resources.limits == {"cpu": "1", "memory": "2Gi"}
+    KubernetesTarget(DeploymentScale(kube.api(), NS, NAME, 5.0), 2, 0.001).reconfigure(2, 316.0, 0.0)
+    assert _container(kube).resources.limits == {"cpu": "1", "memory": "2206Mi"}
+
+
+def test_a_deployment_without_the_taskmanager_container_is_refused(kube):
+    resource = DeploymentScale(kube.api(), NS, NAME, 5.0, container="flink-tm")
+    with pytest.raises(ValueError, match="no container 'flink-tm'"):
+        KubernetesTarget(resource, 2, 0.001).reconfigure(3, 316.0, 0.0)
+    assert _patches(kube) == []
+
+
+def test_a_memory_patch_is_retried_on_conflict(kube):
+    kube.fail("PATCH", f"/deployments/{NAME}", 409)
+    KubernetesTarget(DeploymentScale(kube.api(), NS, NAME, 5.0), 3, 0.001).reconfigure(4, 316.0, 0.0)
+    assert len(_patches(kube)) == 2 and kube.replicas(NS, NAME) == 4
+
+
+def test_readiness_waits_for_every_pod_of_the_new_template(kube):
+    resource = DeploymentScale(kube.api(), NS, NAME, 5.0)
+    KubernetesTarget(resource, 2, 0.001).reconfigure(2, 316.0, 0.0)
+    apps = client.AppsV1Api(kube.api())
+    status = {"replicas": 2, "readyReplicas": 2, "updatedReplicas": 1}
+    apps.patch_namespaced_deployment_status(
+        NAME, NS, {"status": status}, _content_type="application/merge-patch+json"
+    )
+    assert not resource.ready(2)  # one pod still runs the old memory
+    kube.set_deployment_status(NS, NAME, ready=2)
+    assert resource.ready(2)
+
+
+def test_a_flinkdeployment_gets_taskmanager_memory_and_managed_memory_in_one_merge_patch(kube):
+    custom = client.CustomObjectsApi(kube.api())
+    spec = {
+        "flinkVersion": "v2_0",
+        "flinkConfiguration": {"taskmanager.numberOfTaskSlots": "1"},
+        "taskManager": {"replicas": 2, "resource": {"cpu": 1, "memory": "2048m"}},
+    }
+    custom.create_namespaced_custom_object(
+        "flink.apache.org", "v1beta1", NS, "flinkdeployments",
+        {"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment",
+         "metadata": {"name": "wordcount", "namespace": NS}, "spec": spec},
+    )  # fmt: skip
+    resource = FlinkDeploymentScale(kube.api(), NS, "wordcount", "spec.taskManager.replicas", 5.0)
+    KubernetesTarget(resource, 2, 0.001, process_base_mb=1890.0).reconfigure(4, 632.0, 0.0)
+    stored = custom.get_namespaced_custom_object(
+        "flink.apache.org", "v1beta1", NS, "flinkdeployments", "wordcount"
+    )
+    assert stored["spec"]["taskManager"] == {"replicas": 4, "resource": {"cpu": 1, "memory": "2522m"}}
+    assert stored["spec"]["flinkConfiguration"] == {
+        "taskmanager.numberOfTaskSlots": "1",
+        "taskmanager.memory.managed.size": "632m",
+    }
+    assert len(_patches(kube)) == 1
+
+    def reconciled(managed: str) -> None:
+        status = {
+            "jobStatus": {"state": "RUNNING"},
+            "lifecycleState": "STABLE",
+            "reconciliationStatus": {"lastReconciledSpec": json.dumps(
+                {"taskManager": {"replicas": 4}, "flinkConfiguration": {"taskmanager.memory.managed.size": managed}}
+            )},
+        }  # fmt: skip
+        custom.patch_namespaced_custom_object_status(
+            "flink.apache.org", "v1beta1", NS, "flinkdeployments", "wordcount", {"status": status},
+            _content_type="application/merge-patch+json",
+        )  # fmt: skip
+
+    reconciled("158m")
+    assert not resource.ready(4)  # the operator runs the old memory still
+    reconciled("632m")
+    assert resource.ready(4)
+
+
+def test_a_forbidden_memory_patch_surfaces_and_leaves_the_deployment(kube):
+    kube.fail("PATCH", f"/deployments/{NAME}", *[403] * 5)
+    with pytest.raises(ApiException):
+        KubernetesTarget(DeploymentScale(kube.api(), NS, NAME, 5.0), 3, 0.001).reconfigure(4, 316.0, 0.0)
+    assert len(_patches(kube)) == 1
+
+
+# ---- following a memory change ---------------------------------------------------------------------
+class _Target:
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def scale_to(self, scaleout: int, now_s: float) -> None:
+        self.calls.append(("scale", scaleout))
+
+    def reconfigure(self, scaleout: int, managed_mb: float, now_s: float) -> None:
+        self.calls.append(("memory", scaleout, managed_mb))
+
+    def desired(self) -> int:
+        return 3
+
+    def ready(self, scaleout: int) -> bool:
+        return True
+
+
+class _Source:
+    def __init__(self) -> None:
+        self.managed_mb = 158.0
+
+    def observe(self, now_s: float, window_s: float) -> Observation:
+        return Observation(
+            now_s,
+            window_s,
+            np.array([now_s]),
+            np.array([1.0]),
+            (),
+            0.0,
+            3,
+            600.0,
+            managed_memory_mb=self.managed_mb,
+        )
+
+
+def test_a_memory_change_is_followed_until_the_job_runs_with_the_new_memory():
+    raw, source = _Target(), _Source()
+    follower = RescaleFollower(raw, 300.0)
+    follower.check(0.0, 3)  # adopt: nothing pending
+    FollowedTarget(raw, follower).reconfigure(3, 316.0, now_s=0.0)
+    assert raw.calls == [("memory", 3, 316.0)]
+    watched = FollowingSource(source, follower)
+    assert any("managed memory 158 MB, not 316" in p for p in watched.observe(60.0, 60.0).problems)
+    source.managed_mb = 316.0
+    assert watched.observe(120.0, 60.0).problems == ()
+
+
+def test_recommend_only_does_not_change_memory_either():
+    raw = _Target()
+    target = FollowedTarget(raw, RescaleFollower(raw, 300.0), recommend_only=True)
+    with pytest.raises(NotApplied, match="316 MB managed memory"):
+        target.reconfigure(3, 316.0, now_s=0.0)
+    assert raw.calls == []
+
+
+# ---- the local cluster -----------------------------------------------------------------------------
+FAKE_TASKMANAGER = """#!/bin/bash
+# stands in for Flink's taskmanager.sh: records its arguments and runs until stopped
+echo "$@" >> "$(dirname "$0")/../started.log"
+trap 'exit 0' TERM
+while true; do sleep 0.2; done
+"""
+
+
+@pytest.fixture
+def cluster(tmp_path: Path):
+    home = tmp_path / "flink"
+    (home / "bin").mkdir(parents=True)
+    script = home / "bin" / "taskmanager.sh"
+    script.write_text(FAKE_TASKMANAGER)
+    script.chmod(0o755)
+    cluster = LocalFlinkCluster(home, home / "conf", tmp_path / "state")
+    yield cluster
+    for pid in cluster.taskmanagers():
+        os.kill(pid, signal.SIGKILL)
+
+
+def _wait_for_lines(path: Path, count: int) -> list[str]:
+    import time
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        lines = path.read_text().splitlines() if path.exists() else []
+        if len(lines) >= count:
+            return lines
+        time.sleep(0.05)
+    raise AssertionError(f"{path}: fewer than {count} lines")
+
+
+def test_local_taskmanagers_restart_with_the_new_memory(cluster):
+    cluster.scale_to(2)
+    before = cluster.taskmanagers()
+    log = cluster.flink_home / "started.log"
+    assert _wait_for_lines(log, 2) == ["start-foreground", "start-foreground"]  # Flink's own configuration
+    target = LocalFlinkTarget(cluster, rest=None, process_base_mb=1000.0)
+    target.reconfigure(3, 316.0, now_s=0.0)
+    after = cluster.taskmanagers()
+    assert len(after) == 3 and not set(after) & set(before)  # every TaskManager restarted
+    flags = "start-foreground -Dtaskmanager.memory.managed.size=316m -Dtaskmanager.memory.process.size=1316m"
+    assert _wait_for_lines(log, 5)[2:] == [flags] * 3
+    cluster.scale_to(4)  # a later scale-out starts TaskManagers with the memory last set
+    assert _wait_for_lines(log, 6)[5] == flags
+    assert LocalFlinkCluster(cluster.flink_home, cluster.conf_dir, cluster.state_dir).memory() == {
+        "managed_mb": 316.0,
+        "process_mb": 1316.0,
+    }  # a restarted daemon finds it
