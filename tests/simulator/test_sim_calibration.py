@@ -19,7 +19,7 @@ DEFAULTS = TwinParams()
 
 @pytest.fixture(scope="module")
 def calibrated(recorded_metrics) -> dict[str, float]:
-    assert recorded_metrics == METRICS.resolve()
+    assert recorded_metrics.resolve() == METRICS.resolve()
     return calibration.calibrate(METRICS, cpu_noise_tau_s=DEFAULTS.cpu_noise_tau_s)
 
 
