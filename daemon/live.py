@@ -16,6 +16,7 @@ from backends.factory import make_real_backends
 from config.schema import Config
 from daemon.build import knowledge_settings, loop_interval_s, make_loop
 from daemon.health import DaemonMetrics, HealthServer
+from daemon.lifecycle import log_started, save_and_close
 from daemon.schedule import run_scheduled, stop_on_signals
 from mape.knowledge import KnowledgeStore
 
@@ -30,12 +31,10 @@ def run_live(config: Config, max_iterations: int | None = None, stop: threading.
     loop = make_loop(
         config, backends.source, backends.target, knowledge, store, structlog.get_logger("foresail.audit")
     )
-    log.info(
-        "daemon-started",
-        target=config.target.kind,
-        policy=config.scaling.policy,
-        knowledge=config.knowledge.path,
-        resumed_iteration=knowledge.iteration,
+    log_started(
+        log,
+        config,
+        knowledge,
         recommend_only=config.target.recommend_only,
         health_port=server.port if server else None,
     )
@@ -63,13 +62,10 @@ def run_live(config: Config, max_iterations: int | None = None, stop: threading.
     try:
         iterations = run_scheduled(step, time.time, loop_interval_s(config), stop, max_iterations)
     finally:
-        knowledge.close()
-        store.save(knowledge, None)
-        store.close()
+        save_and_close(log, store, knowledge, iterations)
         backends.close()
         if server is not None:
             server.close()
-    log.info("daemon-stopped", iterations=iterations, knowledge_iteration=knowledge.iteration)
     return 0
 
 

@@ -8,6 +8,7 @@ import structlog
 
 from config.schema import Config
 from daemon.build import knowledge_settings, loop_interval_s, make_loop, make_twin
+from daemon.lifecycle import log_started, save_and_close
 from daemon.logs import configure_logging
 from daemon.schedule import ScaledClock, run_scheduled, run_virtual, stop_on_signals
 from forecasting.executor import InlineExecutor
@@ -32,15 +33,7 @@ def run_daemon(config: Config, max_iterations: int | None = None, stop: threadin
     loop = make_loop(
         config, world.source, world.target, knowledge, store, structlog.get_logger("foresail.audit")
     )
-    log.info(
-        "daemon-started",
-        target=config.target.kind,
-        policy=config.scaling.policy,
-        knowledge=config.knowledge.path,
-        resumed_iteration=knowledge.iteration,
-        start_s=start_s,
-        trace_end_s=world.end_s,
-    )
+    log_started(log, config, knowledge, start_s=start_s, trace_end_s=world.end_s)
 
     def step(now_s: float) -> bool:
         if now_s > world.end_s:
@@ -52,6 +45,7 @@ def run_daemon(config: Config, max_iterations: int | None = None, stop: threadin
     stop = stop or threading.Event()
     stop_on_signals(stop)
     interval_s, speedup = loop_interval_s(config), config.twin.speedup
+    iterations = 0
     try:
         if speedup > 0:
             clock = ScaledClock(start_s, speedup)
@@ -59,8 +53,5 @@ def run_daemon(config: Config, max_iterations: int | None = None, stop: threadin
         else:
             iterations = run_virtual(step, start_s, interval_s, stop, max_iterations)
     finally:
-        knowledge.close()
-        store.save(knowledge, None)
-        store.close()
-    log.info("daemon-stopped", iterations=iterations, knowledge_iteration=knowledge.iteration)
+        save_and_close(log, store, knowledge, iterations)
     return 0
