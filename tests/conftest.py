@@ -40,6 +40,14 @@ def recorded_workloads() -> Path:
     return path
 
 
+def trace_head(workloads: Path, name: str, seconds: int, directory: Path) -> Path:
+    """The first `seconds` of a recorded `second|count` trace (header kept), written into `directory`."""
+    lines = (workloads / name).read_text().splitlines()
+    path = directory / f"{Path(name).stem}_{seconds}s.csv"
+    path.write_text("\n".join(lines[: 1 + seconds]) + "\n")
+    return path
+
+
 def read_columns(path: Path) -> dict[str, np.ndarray]:
     """A Grafana-style CSV export: first column time, then one column per series (by name)."""
     with path.open(encoding="utf-8-sig") as handle:

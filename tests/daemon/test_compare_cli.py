@@ -8,14 +8,12 @@ from pathlib import Path
 import pytest
 
 from daemon.cli import main
+from tests.conftest import trace_head
 
 
 @pytest.fixture(scope="module")
 def half_hour_trace(tmp_path_factory, recorded_workloads) -> Path:
-    lines = (recorded_workloads / "tm_6h_100K_max.csv").read_text().splitlines()
-    path = tmp_path_factory.mktemp("traces") / "tm_30min.csv"
-    path.write_text("\n".join(lines[: 1 + 1800]) + "\n")
-    return path
+    return trace_head(recorded_workloads, "tm_6h_100K_max.csv", 1800, tmp_path_factory.mktemp("traces"))
 
 
 @pytest.mark.parametrize(

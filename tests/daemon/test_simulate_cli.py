@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from daemon.cli import main
+from tests.conftest import trace_head
 
 KEYS = {
     "avg_workers",
@@ -25,10 +26,7 @@ KEYS = {
 @pytest.fixture(scope="module")
 def two_hour_trace(tmp_path_factory, recorded_workloads) -> Path:
     """The first two hours of the recorded WordCount sine: one rise and fall of the load."""
-    lines = (recorded_workloads / "sine_60000_6h.csv").read_text().splitlines()
-    path = tmp_path_factory.mktemp("traces") / "sine_2h.csv"
-    path.write_text("\n".join(lines[: 1 + 7200]) + "\n")
-    return path
+    return trace_head(recorded_workloads, "sine_60000_6h.csv", 7200, tmp_path_factory.mktemp("traces"))
 
 
 def _simulate(capsys, *args: str) -> dict:

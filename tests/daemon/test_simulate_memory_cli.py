@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from daemon.cli import main
+from tests.conftest import trace_head
 
 MEMORY_KEYS = {
     "memory_mb_seconds",
@@ -21,10 +22,7 @@ MEMORY_KEYS = {
 @pytest.fixture(scope="module")
 def one_hour_trace(tmp_path_factory, recorded_workloads) -> Path:
     """The first hour of the recorded WordCount sine: the load rises, so the job scales out."""
-    lines = (recorded_workloads / "sine_60000_6h.csv").read_text().splitlines()
-    path = tmp_path_factory.mktemp("traces") / "sine_1h.csv"
-    path.write_text("\n".join(lines[: 1 + 3600]) + "\n")
-    return path
+    return trace_head(recorded_workloads, "sine_60000_6h.csv", 3600, tmp_path_factory.mktemp("traces"))
 
 
 def _simulate(capsys, trace: Path, profile: str, policy: str) -> dict:

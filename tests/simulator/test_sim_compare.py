@@ -17,6 +17,7 @@ from simulator.compare import (
     target_check,
     write_outputs,
 )
+from tests.conftest import trace_head
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -24,10 +25,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture(scope="module")
 def one_hour_trace(tmp_path_factory, recorded_workloads) -> Path:
     """The first hour of the recorded WordCount sine: the load rises from its mean to near its peak."""
-    lines = (recorded_workloads / "sine_60000_6h.csv").read_text().splitlines()
-    path = tmp_path_factory.mktemp("traces") / "sine_1h.csv"
-    path.write_text("\n".join(lines[: 1 + 3600]) + "\n")
-    return path
+    return trace_head(recorded_workloads, "sine_60000_6h.csv", 3600, tmp_path_factory.mktemp("traces"))
 
 
 @pytest.fixture(scope="module")
