@@ -15,13 +15,15 @@ COPY config config
 COPY simulator simulator
 COPY backends backends
 COPY memory memory
+COPY messages messages
 RUN pip install --constraint deploy/constraints.txt . && foresail check-config --no-connect config/example.yaml
 
 USER 10001
 WORKDIR /var/lib/foresail
 EXPOSE 9464
-# /healthz answers 503 once iterations stop; the port is server.port of the config
+# /healthz answers 503 once iterations stop; the port is server.port of the config. The default command
+# runs the twin on wall time (a loop a minute, like a real job) with its health server, so the check passes.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=120s --retries=3 \
     CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9464/healthz', timeout=4)"
 ENTRYPOINT ["foresail"]
-CMD ["run", "--config", "/opt/foresail/config/example.yaml"]
+CMD ["run", "--config", "/opt/foresail/config/example.yaml", "--speedup", "1"]

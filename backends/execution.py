@@ -19,7 +19,7 @@ from typing import Protocol
 import structlog
 
 from mape.interfaces import MetricsSource, ScalingTarget
-from mape.types import Observation
+from messages.types import Observation
 
 
 class NotApplied(RuntimeError):

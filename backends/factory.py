@@ -19,6 +19,7 @@ from config.schema import Config
 
 if TYPE_CHECKING:
     from backends.lease import LeaseElector
+    from backends.oversight import Oversight
 
 
 @dataclass
@@ -28,6 +29,8 @@ class RealBackends:
     follower: RescaleFollower
     elector: LeaseElector | None = None
     """Set when leader election is on (Kubernetes only)."""
+    oversight: Oversight | None = None
+    """Kubernetes only: pause annotation, conflicting autoscalers, Events on the scaled object."""
 
     def is_leader(self) -> bool:
         return self.elector is None or self.elector.is_leader()
@@ -46,13 +49,15 @@ def make_real_backends(
 ) -> RealBackends:
     """Prometheus source + the configured target, wrapped with readiness following and recommend-only."""
     log = structlog.get_logger("foresail.backends")
-    elector = None
+    elector = oversight = None
     if config.target.kind == "prometheus+kubernetes":
         from backends.kubernetes import KubernetesTarget, api_client, make_resource
         from backends.lease import LeaseElector, default_identity
+        from backends.oversight import Oversight
 
         k8s = config.kubernetes
         api = api_client(k8s)
+        oversight = Oversight(api, k8s)
         if k8s.leader_election:
             elector = LeaseElector(
                 api,
@@ -82,11 +87,23 @@ def make_real_backends(
         raise ConfigError("target.kind", [f"target.kind: {config.target.kind!r} has no real backends"])
     follower = RescaleFollower(raw, timeout_s, log, on_rescale_outcome)
     return RealBackends(
-        source=FollowingSource(PrometheusMetricsSource(config.prometheus), follower),
+        source=FollowingSource(
+            PrometheusMetricsSource(config.prometheus, rest=job_graph_rest(config)), follower
+        ),
         target=FollowedTarget(raw, follower, config.target.recommend_only),
         follower=follower,
         elector=elector,
+        oversight=oversight,
     )
+
+
+def job_graph_rest(config: Config) -> FlinkRest | None:
+    """Flink's REST API the Monitor reads the job graph from (see `prometheus.flink_rest_url`)."""
+    url = config.prometheus.flink_rest_url
+    if url is None:
+        local = config.target.kind == "prometheus+local-flink"
+        url = config.local_flink.rest_url if local else "http://127.0.0.1:8081"
+    return FlinkRest(url, timeout_s=config.prometheus.timeout_s) if url else None
 
 
 def local_cluster(config: Config) -> LocalFlinkCluster:

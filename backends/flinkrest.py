@@ -1,7 +1,8 @@
-"""Flink's JobManager REST API: whether the job runs, and at which parallelism.
+"""Flink's JobManager REST API: whether the job runs, at which parallelism, and its job graph.
 
-Used to tell when a rescale has taken effect (readiness) and by the tests to check the job. Any failure
-to reach the API or to read its answer is `None`: "not known to be ready", never an exception.
+Used to tell when a rescale has taken effect (readiness), by the Monitor for the job graph of the
+per-vertex metrics, and by the tests to check the job. Any failure to reach the API or to read its answer
+is `None` ("not known to be ready") or, for the graph, `GraphUnavailable` with a one-line reason.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import requests
+
+from messages.types import JobEdge, JobGraph, JobVertex
 
 TERMINAL = {"FINISHED", "CANCELED", "FAILED"}
 
@@ -27,6 +30,10 @@ class JobStatus:
         return self.state == "RUNNING" and self.vertices_running
 
 
+class GraphUnavailable(Exception):
+    """The job graph could not be read (no live job, API down, an answer of another shape): why, in a line."""
+
+
 class FlinkRest:
     def __init__(self, url: str, timeout_s: float = 5.0) -> None:
         self.url = url.rstrip("/")
@@ -35,11 +42,9 @@ class FlinkRest:
     def job_status(self) -> JobStatus | None:
         """The (only) live job of the cluster; None when there is none or the API does not answer."""
         try:
-            jobs = self._get("/jobs/overview")["jobs"]
-            live = [job for job in jobs if job.get("state") not in TERMINAL]
-            if not live:
+            job = self._live_job()
+            if job is None:
                 return None
-            job = max(live, key=lambda j: j.get("start-time", 0))
             detail = self._get(f"/jobs/{job['jid']}")
             vertices = detail["vertices"]
             return JobStatus(
@@ -52,6 +57,37 @@ class FlinkRest:
         except (requests.RequestException, KeyError, TypeError, ValueError):
             return None
 
+    def job_graph(self) -> JobGraph:
+        """The live job's vertices (what runs now: `/jobs/:jobid`) in topological order and its edges with
+        their ship strategies (the plan's inputs); raises `GraphUnavailable` with the reason otherwise."""
+        try:
+            job = self._live_job()
+            if job is None:
+                raise GraphUnavailable("no running job")
+            detail = self._get(f"/jobs/{job['jid']}")
+            plan = detail.get("plan") or self._get(f"/jobs/{job['jid']}/plan")["plan"]
+            vertices = [
+                JobVertex(str(v["id"]), str(v["name"]), int(v["parallelism"]), int(v["maxParallelism"]))
+                for v in detail["vertices"]
+            ]
+            edges = [
+                JobEdge(str(i["id"]), str(node["id"]), str(i.get("ship_strategy") or "FORWARD").upper())
+                for node in plan["nodes"]
+                for i in node.get("inputs") or ()
+            ]
+        except requests.RequestException as error:
+            raise GraphUnavailable(f"Flink REST API {self.url}: {type(error).__name__}") from error
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            raise GraphUnavailable(
+                f"Flink REST API {self.url}: unexpected answer ({error!r:.120})"
+            ) from error
+        return _topological(vertices, edges)
+
+    def _live_job(self) -> dict | None:
+        """The newest job that has not ended (in reactive mode: the only one)."""
+        live = [job for job in self._get("/jobs/overview")["jobs"] if job.get("state") not in TERMINAL]
+        return max(live, key=lambda j: j.get("start-time", 0)) if live else None
+
     def taskmanager_count(self) -> int | None:
         try:
             return len(self._get("/taskmanagers")["taskmanagers"])
@@ -62,3 +98,26 @@ class FlinkRest:
         response = requests.get(self.url + path, timeout=self.timeout_s)
         response.raise_for_status()
         return response.json()
+
+
+def _topological(vertices: list[JobVertex], edges: list[JobEdge]) -> JobGraph:
+    """Vertices ordered so every edge runs forward (Kahn; ties keep the API's order)."""
+    ids = [v.vertex_id for v in vertices]
+    if len(set(ids)) != len(ids):
+        raise GraphUnavailable("the job lists a vertex id twice")
+    unknown = {e.source_id for e in edges} | {e.target_id for e in edges}
+    unknown -= set(ids)
+    if unknown:
+        raise GraphUnavailable(f"plan names vertices the job does not have: {sorted(unknown)}")
+    pending = {vertex_id: sum(e.target_id == vertex_id for e in edges) for vertex_id in ids}
+    order: list[str] = []
+    while len(order) < len(ids):
+        ready = next((v for v in ids if pending[v] == 0 and v not in order), None)
+        if ready is None:
+            raise GraphUnavailable("the job graph has a cycle")
+        order.append(ready)
+        for edge in edges:
+            if edge.source_id == ready:
+                pending[edge.target_id] -= 1
+    by_id = {v.vertex_id: v for v in vertices}
+    return JobGraph(tuple(by_id[v] for v in order), tuple(edges))

@@ -11,6 +11,11 @@ Memory levels: TaskManagers start with the memory last set (dynamic properties
 `-Dtaskmanager.memory.managed.size=…` and `-Dtaskmanager.memory.process.size=…`, kept in the state
 directory); a memory change stops every TaskManager and starts the new count with the new memory, so the
 job restarts once, like a rescale.
+
+Starting is bounded: a TaskManager that dies at start (a bad configuration, no memory) is started again at
+most `start_attempts` times in one rescale, with a doubling wait in between, then the rescale fails with
+`TaskManagersFailed` (the iteration names it; the next one tries again). Every wait gives up at once when
+the daemon is asked to stop.
 """
 
 from __future__ import annotations
@@ -26,16 +31,33 @@ from pathlib import Path
 import structlog
 
 from backends.flinkrest import FlinkRest
+from backends.retry import wait_s
 
 TASKMANAGER_CLASS = "TaskManagerRunner"
 JOBMANAGER_CLASS = "StandaloneApplicationClusterEntryPoint"
 MEMORY_FILE = "taskmanager-memory.json"
+START_ATTEMPTS = 3
+START_GRACE_S = 0.5
+"""A started TaskManager must still run this long after its start (doubling per attempt) to count."""
+
+
+class TaskManagersFailed(RuntimeError):
+    """TaskManagers kept dying at start: the rescale is given up for this iteration."""
 
 
 class LocalFlinkCluster:
     """The processes of one local cluster; the pid files in `state_dir` are the source of truth."""
 
-    def __init__(self, flink_home: Path, conf_dir: Path, state_dir: Path) -> None:
+    def __init__(
+        self,
+        flink_home: Path,
+        conf_dir: Path,
+        state_dir: Path,
+        start_attempts: int = START_ATTEMPTS,
+        start_grace_s: float = START_GRACE_S,
+    ) -> None:
+        self.start_attempts = start_attempts
+        self.start_grace_s = start_grace_s
         self.flink_home = Path(flink_home)
         self.conf_dir = Path(conf_dir)
         self.state_dir = Path(state_dir)
@@ -98,10 +120,23 @@ class LocalFlinkCluster:
         return pid
 
     def scale_to(self, count: int) -> tuple[list[int], list[int]]:
-        """Start or stop TaskManagers until `count` run; returns (started, stopped) pids."""
+        """Start or stop TaskManagers until `count` run; returns (started, stopped) pids.
+
+        Raises `TaskManagersFailed` when started ones keep dying (see the module docstring)."""
         started, stopped = [], []
-        while len(self.taskmanagers()) < count:
-            started.append(self.start_taskmanager())
+        for attempt in range(self.start_attempts):
+            missing = count - len(self.taskmanagers())
+            if missing <= 0:
+                break
+            started.extend(self.start_taskmanager() for _ in range(missing))
+            wait_s(self.start_grace_s * 2**attempt)  # those that die at start are gone by then
+        else:
+            missing = count - len(self.taskmanagers())
+            if missing > 0:
+                raise TaskManagersFailed(
+                    f"{missing} of {count} TaskManagers died at start, {len(started)} started in "
+                    f"{self.start_attempts} attempts; see the taskmanager-*.log files in {self.state_dir}"
+                )
         while len(self.taskmanagers()) > count:
             pid = self.stop_taskmanager()
             if pid is not None:

@@ -10,6 +10,10 @@ costs one timeout per loop, not one per query.
 The per-operator state signals (memory levels) are read with instant queries at `now` over the loop
 window (`$window` in a query). Their failures are logged, never made problems: without them the
 memory-aware policy falls back to a CPU-only decision, and the loop must not hold for that.
+
+The per-vertex view (the job graph from Flink's REST API, per-subtask task metrics on the same grid) is
+optional in the same way: when the REST API is down or some vertex reports nothing, the Observation has
+no job graph and no subtasks, a log line says why, and the analysis falls back to the job-level model.
 """
 
 from __future__ import annotations
@@ -27,10 +31,20 @@ import structlog
 from prometheus_api_client import PrometheusConnect
 from urllib3.util.retry import Retry
 
-from backends.promql import BadAnswer, newest_sample_s, parse_instant, parse_matrix, parse_vector, sample_grid
+from backends.flinkrest import FlinkRest, GraphUnavailable
+from backends.promql import (
+    BadAnswer,
+    newest_sample_s,
+    parse_instant,
+    parse_matrix,
+    parse_matrix_by,
+    parse_vector,
+    sample_grid,
+)
+from backends.vertices import subtask_series
 from config.backends import PrometheusConfig
-from mape.types import Observation, OperatorState, WorkerSeries
 from memory.signals import hit_rate
+from messages.types import JobGraph, Observation, OperatorState, SubtaskSeries, WorkerSeries
 
 
 class QueryClient(Protocol):
@@ -133,10 +147,14 @@ class PrometheusMetricsSource:
         config: PrometheusConfig,
         client: QueryClient | None = None,
         log: structlog.typing.FilteringBoundLogger | None = None,
+        rest: FlinkRest | None = None,
     ) -> None:
         self.config = config
         self.client = client or PrometheusClient(config)
         self.log = log or structlog.get_logger("foresail.prometheus")
+        self.rest = rest
+        """Where the job graph comes from; None = no per-vertex view."""
+        self._per_vertex_missing: str | None = ""  # last reason logged ("" = nothing logged yet)
 
     def observe(self, now_s: float, window_s: float) -> Observation:
         config, step = self.config, self.config.step_s
@@ -198,6 +216,7 @@ class PrometheusMetricsSource:
                 problems.append(f"{name}: negative ({value})")
         workers = _workers(grid, cpu, throughput, problems)
         operators, managed_mb = self._state(now_s, window_s, reading.unreachable)
+        job_graph, subtasks = self._per_vertex(grid, reading.unreachable)
         return Observation(
             time_s=float(now_s),
             window_s=float(window_s),
@@ -211,7 +230,64 @@ class PrometheusMetricsSource:
             problems=tuple(problems),
             operators=operators,
             managed_memory_mb=managed_mb,
+            job_graph=job_graph,
+            subtasks=subtasks,
         )
+
+    def _per_vertex(
+        self, grid: np.ndarray, unreachable: str | None
+    ) -> tuple[JobGraph | None, tuple[SubtaskSeries, ...]]:
+        """The job graph and its live subtasks' task metrics; (None, ()) and a log line when either is
+        missing (never a problem: the job-level model still decides)."""
+        graph, subtasks, why = None, (), None
+        config = self.config
+        queries = {
+            "records_in_rps": config.query_subtask_records_in_rps,
+            "records_out_rps": config.query_subtask_records_out_rps,
+            "busy_ms_per_s": config.query_subtask_busy_ms,
+            "backpressured_ms_per_s": config.query_subtask_backpressured_ms,
+            "idle_ms_per_s": config.query_subtask_idle_ms,
+        }
+        if self.rest is None or not all(queries.values()):
+            why = "not configured (no Flink REST URL or an empty per-subtask query)"
+        elif unreachable is not None or not len(grid):
+            why = unreachable or "empty window"
+        else:
+            try:
+                graph = self.rest.job_graph()
+            except GraphUnavailable as error:
+                why = f"job graph: {error}"
+        if graph is not None:
+            labels = (config.vertex_label, config.subtask_label, config.worker_label)
+            reading = _Reading()
+            metrics = {}
+            for name, query in queries.items():
+                answer = reading.run(
+                    name, lambda q=query: self.client.range(q, grid[0], grid[-1], config.step_s)
+                )
+                try:
+                    metrics[name] = (
+                        {} if answer is None else parse_matrix_by(answer, grid, config.step_s, labels)
+                    )
+                except BadAnswer as error:
+                    reading.problems.append(f"{name}: unexpected answer: {error}")
+                if reading.problems:
+                    why = "; ".join(reading.problems)
+                    break
+            else:
+                subtasks, why = subtask_series(graph, grid, metrics)
+        self._log_per_vertex(why)
+        return (graph, subtasks) if why is None else (None, ())
+
+    def _log_per_vertex(self, why: str | None) -> None:
+        """One line when the per-vertex view goes missing (or its reason changes) and when it is back."""
+        if why == self._per_vertex_missing:
+            return
+        if why is not None:
+            self.log.warning("per-vertex-metrics-missing", reason=why, fallback="job-level model")
+        elif self._per_vertex_missing:
+            self.log.info("per-vertex-metrics-back")
+        self._per_vertex_missing = why
 
     def _state(
         self, now_s: float, window_s: float, unreachable: str | None

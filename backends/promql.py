@@ -43,14 +43,24 @@ def parse_matrix(result: object, grid: np.ndarray, step_s: float, label: str | N
     Series sharing a label value are added (a query not yet aggregated per worker still reads right);
     a point counts where at least one of them has a value.
     """
+    arrays = parse_matrix_by(result, grid, step_s, () if label is None else (label,))
+    return {"" if not key else key[0]: values for key, values in arrays.items()}
+
+
+def parse_matrix_by(
+    result: object, grid: np.ndarray, step_s: float, labels: tuple[str, ...]
+) -> dict[tuple[str, ...], np.ndarray]:
+    """A range-query result as one grid-aligned array per combination of the `labels`' values (e.g. a
+    subtask: vertex id, subtask index, TaskManager); series sharing them are added as in `parse_matrix`."""
     if not isinstance(result, list):
         raise BadAnswer(f"range result is {type(result).__name__}, expected a list of series")
-    arrays: dict[str, np.ndarray] = {}
+    arrays: dict[tuple[str, ...], np.ndarray] = {}
     for series in result:
         metric, values = _series_parts(series, "values")
-        key = "" if label is None else metric.get(label)
-        if not isinstance(key, str):
-            raise BadAnswer(f"series {metric} has no {label!r} label to tell workers apart")
+        key = tuple(metric.get(label) for label in labels)
+        missing = [label for label, value in zip(labels, key, strict=True) if not isinstance(value, str)]
+        if missing:
+            raise BadAnswer(f"series {metric} has no {missing[0]!r} label to tell series apart")
         points = np.full(len(grid), np.nan)
         if not isinstance(values, list):
             raise BadAnswer(f"series {metric}: 'values' is not a list")

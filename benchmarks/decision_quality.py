@@ -17,10 +17,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from forecasting.blas import limit_blas_threads  # noqa: E402  first: one BLAS thread for every library loaded later
+
+# isort: split
+
 from config.schema import Config  # noqa: E402
-from forecasting.blas import limit_blas_threads  # noqa: E402
-from simulator.compare import markdown_tables, run_comparison, write_outputs  # noqa: E402
-from simulator.report import PAPER_POLICIES, TRACES, WORKLOADS, write_report  # noqa: E402
+from daemon.compare import markdown_tables, run_comparison, write_outputs  # noqa: E402
+from daemon.report import PAPER_POLICIES, TRACES, WORKLOADS, write_report  # noqa: E402
 
 
 def main() -> None:
@@ -44,7 +47,7 @@ def main() -> None:
     comparison = run_comparison(config, policies, args.seeds, args.jobs, keep_series=args.out is not None)
     if args.out:
         write_outputs(comparison, args.out)
-    from simulator.compare import aggregate, per_run_metrics
+    from daemon.compare import aggregate, per_run_metrics
 
     print(
         markdown_tables(aggregate(per_run_metrics(comparison, config.baselines.static_scaleout)), args.seeds)

@@ -17,15 +17,17 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from forecasting.blas import limit_blas_threads  # noqa: E402  first: one BLAS thread for every library loaded later
+
+# isort: split
+import numpy as np  # noqa: E402
+
 from config.schema import Config  # noqa: E402
-from forecasting.blas import limit_blas_threads  # noqa: E402
-from simulator.compare import run_comparison  # noqa: E402
-from simulator.report import TRACES, WORKLOADS  # noqa: E402
+from daemon.compare import run_comparison  # noqa: E402
+from daemon.report import TRACES, WORKLOADS  # noqa: E402
 
 METRICS = ("avg_workers", "rescales", "seconds_over_slo")
 

@@ -11,6 +11,10 @@ Usage: python benchmarks/memory_levels.py [--seeds 1] [--jobs 1] [--scenarios ta
 
 from __future__ import annotations
 
+from forecasting.blas import limit_blas_threads  # first: one BLAS thread for every library loaded later
+
+# isort: split
+
 import argparse
 import re
 import sys
@@ -20,10 +24,9 @@ from pathlib import Path
 
 from config.schema import Config
 from daemon.logs import configure_logging
-from forecasting.blas import limit_blas_threads
-from simulator.runner import simulate
+from daemon.simulate import simulate
 
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "daedalus" / "workloads"
+TRACES = Path(__file__).resolve().parents[1] / "data" / "daedalus" / "workloads"
 SCENARIOS = {
     "target": None,  # a constant trace written at run time
     "sine": TRACES / "sine_60000_6h.csv",

@@ -12,6 +12,10 @@ sampled every 0.2 s from /proc, and the largest peak RSS a Python worker reporte
 
 from __future__ import annotations
 
+import forecasting.blas  # noqa: F401  first: one BLAS thread for every library loaded later
+
+# isort: split
+
 import argparse
 import json
 import os
@@ -107,11 +111,23 @@ def measure(spark: object, jobs: int, weeks: float, workdir: Path, settings: Ret
         "mean_train_seconds_per_job": round(sum(row["train_seconds"] or 0 for row in summary) / jobs, 2),
         "peak_tree_rss_mb": round(memory.peak_mb),
         "peak_worker_rss_mb": max(row["worker_peak_rss_mb"] or 0 for row in summary),
+        "mean_backtest_wape_best": _mean(
+            [row["wape"][row["best"]] for row in summary if row["status"] == "ok"]
+        ),
+        "mean_backtest_wape": {
+            name: _mean([row["wape"].get(name) for row in summary if row["status"] == "ok"])
+            for name in ("arima", "holt-winters", "seasonal-naive")
+        },
         "winners": {
             name: sum(row["best"] == name for row in summary)
             for name in ("arima", "holt-winters", "seasonal-naive")
         },
     }
+
+
+def _mean(values: list[float | None]) -> float | None:
+    numbers = [v for v in values if v is not None]
+    return round(sum(numbers) / len(numbers), 5) if numbers else None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -121,8 +137,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--log", type=Path, help="append each size's result to this JSON-lines file")
+    parser.add_argument(
+        "--select-window-s",
+        type=float,
+        default=RetrainSettings.select_window_s,
+        help="ARIMA order-selection window (86400: the setting before 2026-11, for a before/after figure)",
+    )
     args = parser.parse_args(argv)
-    settings = RetrainSettings(resolution_s=60.0)
+    settings = RetrainSettings(resolution_s=60.0, select_window_s=args.select_window_s)
     started = time.perf_counter()
     spark = spark_session(args.master, app_name="foresail-retrain-benchmark")
     spark.sparkContext.setLogLevel("ERROR")
@@ -140,7 +162,9 @@ def main(argv: list[str] | None = None) -> None:
                     f"{jobs:>4} jobs × {result['points'] / jobs:,.0f} points: {result['seconds']:>7.1f} s, "
                     f"{result['series_per_min']:>6.2f} series/min, {result['points_per_min']:>10,} points/min, "
                     f"peak RSS {result['peak_tree_rss_mb']} MB (tree), {result['peak_worker_rss_mb']} MB "
-                    f"(worker); ok {result['ok']}, failed {result['failed']}, winners {result['winners']}",
+                    f"(worker); ok {result['ok']}, failed {result['failed']}, winners {result['winners']}; "
+                    f"mean backtest WAPE of the chosen models {result['mean_backtest_wape_best']} "
+                    f"(by family {result['mean_backtest_wape']})",
                     flush=True,
                 )
     spark.stop()

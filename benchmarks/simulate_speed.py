@@ -5,15 +5,18 @@ Usage: python benchmarks/simulate_speed.py [--policy reactive] [--json]
 
 from __future__ import annotations
 
+from forecasting.blas import limit_blas_threads  # first: one BLAS thread for every library loaded later
+
+# isort: split
+
 import argparse
 import json
 from pathlib import Path
 
 from config.schema import Config
-from forecasting.blas import limit_blas_threads
-from simulator.runner import simulate
+from daemon.simulate import simulate
 
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "daedalus" / "workloads"
+TRACES = Path(__file__).resolve().parents[1] / "data" / "daedalus" / "workloads"
 FIELDS = (
     "wall_time_s",
     "avg_workers",

@@ -25,12 +25,15 @@ retired ones, so knowledge survives pod churn after a rescale), else the line th
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from capacity.regression import RegressionStats
+from capacity.rows import RowGroups, stacked
+from messages.types import WorkerSeries
 
 
 @dataclass(frozen=True)
@@ -85,31 +88,49 @@ class _ScaleoutKnowledge:
 
 
 def valid_windows(
-    workers: tuple, uptime_s: float | None, now_s: float, warmup_s: float
+    workers: tuple[WorkerSeries, ...], uptime_s: float | None, now_s: float, warmup_s: float
 ) -> list[WorkerWindow]:
-    """Drop NaN samples and samples from the warm-up after the job (re)started; summarise the rest."""
+    """Drop NaN samples and samples from the warm-up after the job (re)started; summarise the rest.
+
+    Workers whose series have one length (the usual case) are summarised together (capacity/rows.py).
+    """
     started_s = now_s - uptime_s if uptime_s is not None and math.isfinite(uptime_s) else -math.inf
-    windows = []
-    for worker in workers:
-        keep = (
-            np.isfinite(worker.cpu)
-            & np.isfinite(worker.throughput_rps)
-            & (worker.timestamps_s >= started_s + warmup_s)
-            & (worker.cpu >= 0)
-            & (worker.throughput_rps >= 0)
-        )
-        if not keep.any():
-            continue
-        cpu, tput = worker.cpu[keep], worker.throughput_rps[keep]
-        windows.append(
-            WorkerWindow(
-                worker.worker_id,
-                RegressionStats.from_arrays(cpu, tput),
-                float(cpu.mean()),
-                float(tput.mean()),
-            )
-        )
-    return windows
+    timestamps = stacked([w.timestamps_s for w in workers])
+    if timestamps is None:
+        return [w for w in (_valid_window(worker, started_s + warmup_s) for worker in workers) if w]
+    cpu = stacked([w.cpu for w in workers])
+    tput = stacked([w.throughput_rps for w in workers])
+    keep = (
+        np.isfinite(cpu) & np.isfinite(tput) & (timestamps >= started_s + warmup_s) & (cpu >= 0) & (tput >= 0)
+    )
+    rows = RowGroups(keep)
+    stats, cpu_mean, tput_mean = (
+        rows.regressions(cpu, tput),
+        rows.means(cpu).tolist(),
+        rows.means(tput).tolist(),
+    )
+    return [
+        WorkerWindow(worker.worker_id, stats[i], cpu_mean[i], tput_mean[i])
+        for i, worker in enumerate(workers)
+        if rows.counts[i]
+    ]
+
+
+def _valid_window(worker: WorkerSeries, from_s: float) -> WorkerWindow | None:
+    """One worker's window: its finite, non-negative samples from `from_s` on (None without any)."""
+    keep = (
+        np.isfinite(worker.cpu)
+        & np.isfinite(worker.throughput_rps)
+        & (worker.timestamps_s >= from_s)
+        & (worker.cpu >= 0)
+        & (worker.throughput_rps >= 0)
+    )
+    if not keep.any():
+        return None
+    cpu, tput = worker.cpu[keep], worker.throughput_rps[keep]
+    return WorkerWindow(
+        worker.worker_id, RegressionStats.from_arrays(cpu, tput), float(cpu.mean()), float(tput.mean())
+    )
 
 
 class CapacityModel:
@@ -179,24 +200,54 @@ class CapacityModel:
             return math.nan
         return stats.mean_y + slope * (cpu - stats.mean_x)
 
+    def lines_at(self, worker_ids: list[str], cpu: float, pooled: float) -> np.ndarray:
+        """`worker_line_at` of many workers at once: the same arithmetic, elementwise (x**2 as C's pow, as
+        Python computes it, so that every value equals the scalar one to the last bit)."""
+        empty = RegressionStats()
+        fields = np.array(
+            [
+                (s.n, s.mean_x, s.mean_y, s.m2_x, s.m2_y, s.c_xy)
+                for s in (self.workers[w].stats if w in self.workers else empty for w in worker_ids)
+            ],
+            dtype=float,
+        ).reshape(-1, 6)
+        n, mean_x, mean_y, m2_x, m2_y, c_xy = fields.T
+        settings = self.settings
+        with np.errstate(all="ignore"):
+            var_x = np.where(n > 0, m2_x / n, np.nan)
+            residual = np.maximum(m2_y - np.float_power(c_xy, 2) / m2_x, 0.0) / (n - 2)
+            slope_t = np.where(
+                (n >= 3) & (m2_x > 0),
+                np.where(
+                    residual == 0,
+                    np.where(c_xy != 0, np.inf, 0.0),
+                    (c_xy / m2_x) / np.sqrt(residual / m2_x),
+                ),
+                0.0,
+            )
+            determined = (
+                (n >= settings.min_points)
+                & (var_x >= settings.min_cpu_std**2)
+                & (slope_t >= settings.min_slope_t)
+            )
+            span = mean_x - settings.idle_cpu
+            fallback = pooled if math.isfinite(pooled) else np.where(span >= 0.1, mean_y / span, np.nan)
+            slope = np.where(determined, np.where(c_xy > 0, m2_y / c_xy, np.nan), fallback)
+            return np.where((n > 0) & (slope > 0), mean_y + slope * (cpu - mean_x), np.nan)
+
     def current_capacity(self, windows: list[WorkerWindow]) -> tuple[float | None, dict[str, float], str]:
         """Skew-aware capacity of the deployment seen in this window (see module docstring)."""
         if not windows:
             return None, {}, "no-data"
         saturation = max(self.settings.saturation_cpu, max(w.cpu_mean for w in windows))
-        pooled = self.pooled_slope()
-        factors = []
-        for window in windows:
-            if window.throughput_mean_rps <= 0:
-                continue
-            at_saturation = self.worker_line_at(window.worker_id, saturation, pooled)
-            if math.isfinite(at_saturation) and at_saturation > 0:
-                factors.append(at_saturation / window.throughput_mean_rps)
-        if not factors:
+        at_saturation = self.lines_at([w.worker_id for w in windows], saturation, self.pooled_slope())
+        throughputs = np.array([w.throughput_mean_rps for w in windows])
+        usable = (throughputs > 0) & np.isfinite(at_saturation) & (at_saturation > 0)
+        if not usable.any():
             return None, {}, "unknown-lines"
-        load_factor = min(factors)
+        load_factor = float((at_saturation[usable] / throughputs[usable]).min())
         per_worker = {w.worker_id: load_factor * w.throughput_mean_rps for w in windows}
-        method = "regression" if len(factors) == len(windows) else "regression-partial"
+        method = "regression" if usable.all() else "regression-partial"
         return float(sum(per_worker.values())), per_worker, method
 
     def estimate(
@@ -230,13 +281,14 @@ class CapacityModel:
             )
         per_scaleout: dict[int, float] = {}
         sources: dict[int, str] = {}
-        trusted = {n for n, seen in self.observed.items() if seen.reliable} or set(self.observed)
+        trusted = sorted({n for n, seen in self.observed.items() if seen.reliable} or set(self.observed))
         for scaleout in range(1, max_scaleout + 1):
-            if scaleout in trusted:
+            at = bisect.bisect_left(trusted, scaleout)  # trusted[at - 1] < scaleout <= trusted[at]
+            if at < len(trusted) and trusted[at] == scaleout:
                 per_scaleout[scaleout], sources[scaleout] = self.observed[scaleout].capacity_rps, "observed"
                 continue
-            below = max((n for n in trusted if n < scaleout), default=None)
-            above = min((n for n in trusted if n > scaleout), default=None)
+            below = trusted[at - 1] if at > 0 else None
+            above = trusted[at] if at < len(trusted) else None
             if below is not None and above is not None:
                 low, high = self.observed[below].capacity_rps, self.observed[above].capacity_rps
                 share = (scaleout - below) / (above - below)

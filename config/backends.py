@@ -44,10 +44,12 @@ class PrometheusConfig(_Section):
         description="Per-worker records/s the sources consume, over 60 s (the twin's 60 s meter).",
     )
     query_input_rate: str = Field(
+        "clamp_min("
         'sum(rate(flink_taskmanager_job_task_operator_numRecordsOut{operator_name=~"Source.*"}[1m]))'
-        "+sum(deriv(flink_taskmanager_job_task_operator_pendingRecords[1m]))",
-        description="Records/s arriving at the job (source rate + growth of the backlog; with Kafka, the "
-        "broker's messages-in rate).",
+        "+sum(deriv(flink_taskmanager_job_task_operator_pendingRecords[1m])), 0)",
+        description="Records/s arriving at the job (source rate + growth of the backlog, never below 0: "
+        "the two are measured over slightly different samples, so a shrinking backlog could push the sum "
+        "negative; with Kafka, the broker's messages-in rate).",
     )
     query_backlog: str = Field(
         "sum(flink_taskmanager_job_task_operator_pendingRecords)",
@@ -107,6 +109,45 @@ class PrometheusConfig(_Section):
         "max(flink_taskmanager_Status_Flink_Memory_Managed_Total) / 1048576",
         description="Managed memory per task slot now, MB (a TaskManager's total with one slot each; "
         "'' = unknown, the level is then the last one set).",
+    )
+    flink_rest_url: str | None = Field(
+        None,
+        description="Flink JobManager REST API the job graph is read from (vertices, parallelism, ship "
+        "strategies) for the per-vertex metrics. null = local_flink.rest_url with the local-Flink target, "
+        "else http://127.0.0.1:8081 (foresail as a sidecar in the JobManager pod); '' = not read: the "
+        "analysis uses the job-level model only.",
+    )
+    vertex_label: str = Field(
+        "task_id",
+        description="Label holding the job vertex id (as the REST API names it) in the per-subtask queries.",
+    )
+    subtask_label: str = Field(
+        "subtask_index", description="Label holding the subtask index in the per-subtask queries."
+    )
+    query_subtask_busy_ms: str = Field(
+        "max by (task_id, task_name, subtask_index, tm_id) (flink_taskmanager_job_task_busyTimeMsPerSecond)",
+        description="Per subtask (vertex, index, worker_label), ms per second it was busy (NaN for a legacy "
+        "source). Flink 2.x averages busy, backpressured and idle time over the last 60 s itself (a TimerGauge "
+        "updated every 5 s). 'max by' over the task attempts, which the reporter labels apart. '' = no "
+        "per-vertex metrics.",
+    )
+    query_subtask_backpressured_ms: str = Field(
+        "max by (task_id, task_name, subtask_index, tm_id) (flink_taskmanager_job_task_backPressuredTimeMsPerSecond)",
+        description="Per subtask, ms per second it waited for output buffers (backpressured), over 60 s.",
+    )
+    query_subtask_idle_ms: str = Field(
+        "max by (task_id, task_name, subtask_index, tm_id) (flink_taskmanager_job_task_idleTimeMsPerSecond)",
+        description="Per subtask, ms per second it waited for input (idle), over 60 s.",
+    )
+    query_subtask_records_in_rps: str = Field(
+        "max by (task_id, task_name, subtask_index, tm_id) (rate(flink_taskmanager_job_task_numRecordsIn[1m]))",
+        description="Per subtask, records/s it read over the same 60 s as the busy time (true rate = records "
+        "in / busy share); Flink's own 60 s meter flink_taskmanager_job_task_numRecordsInPerSecond reads the "
+        "same. 'max by' over the attempts: a restarted subtask's previous attempt lingers in the 1 m window.",
+    )
+    query_subtask_records_out_rps: str = Field(
+        "max by (task_id, task_name, subtask_index, tm_id) (rate(flink_taskmanager_job_task_numRecordsOut[1m]))",
+        description="Per subtask, records/s it emitted, over 60 s (a source's output; 0 for a sink).",
     )
     bearer_token_file: str | None = Field(
         None, description="File holding a bearer token sent as 'Authorization: Bearer …' (re-read each time)."

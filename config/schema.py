@@ -13,6 +13,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from config.backends import KubernetesConfig, LocalFlinkConfig, PrometheusConfig, ServerConfig
 
+FLINK_MAX_PARALLELISM = 32_768
+"""Flink's upper bound of a job's max parallelism (key groups): no target can run more workers."""
+TWIN_MAX_PARALLELISM = 128
+"""The digital twin's max parallelism (simulator/params.py `TwinParams.max_parallelism`; a test keeps them equal)."""
+
 
 class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -44,7 +49,10 @@ class TwinConfig(Section):
         "clamped to the scaling bounds.",
     )
     reference_scaleout: int = Field(
-        12, ge=1, description="Sizing: this many workers carry the trace's peak with `headroom` to spare."
+        12,
+        ge=1,
+        le=TWIN_MAX_PARALLELISM,
+        description="Sizing: this many workers carry the trace's peak with `headroom` to spare.",
     )
     headroom: float = Field(0.10, ge=0.0, le=5.0, description="Sizing headroom over the trace's peak rate.")
     speedup: float = Field(
@@ -53,6 +61,11 @@ class TwinConfig(Section):
         description="Virtual seconds per wall second for `foresail run`; 0 = as fast as possible.",
     )
     scrape_interval_s: float = Field(5.0, gt=0, description="Step of the simulated Prometheus samples.")
+    topology: str = Field(
+        "single",
+        description="Job graph of the simulated job: a shipped topology (single, wordcount, ysb, session, "
+        "io-sink; simulator/topologies/) or a YAML file of the same schema.",
+    )
     latency_slo_s: float = Field(30.0, gt=0, description="Latency SLO for `seconds_over_slo` in reports.")
     job_profile: Literal["stateless", "read-heavy", "write-heavy", "update-heavy"] = Field(
         "stateless",
@@ -88,8 +101,12 @@ class ScalingConfig(Section):
         "(fixed scale-out), 'hpa-80'/'hpa-85' (Kubernetes HPA on CPU, target 80 %/85 %), 'flink-operator' "
         "(Flink Kubernetes Operator autoscaler), 'ds2' (true-rate scaling).",
     )
-    min_scaleout: int = Field(1, ge=1, description="Never scale below this many workers.")
-    max_scaleout: int = Field(18, ge=1, description="Never scale above this many workers.")
+    min_scaleout: int = Field(
+        1, ge=1, le=FLINK_MAX_PARALLELISM, description="Never scale below this many workers."
+    )
+    max_scaleout: int = Field(
+        18, ge=1, le=FLINK_MAX_PARALLELISM, description="Never scale above this many workers."
+    )
     stabilization_s: float = Field(180.0, ge=0, description="No new action this long after a rescale.")
     drain_time_s: float = Field(
         300.0, gt=0, description="Reactive plan: the backlog must drain within this time on top of the load."
@@ -105,6 +122,16 @@ class ScalingConfig(Section):
         ge=0,
         description="foresail plan: within this time after a rescale, keep the scale-out while it "
         "carries the average load and the forecast until the next loop (rescale only if necessary).",
+    )
+    objective: Literal["recovery", "latency"] = Field(
+        "recovery",
+        description="foresail plan: 'recovery' plans the smallest scale-out that carries the load and "
+        "recovers within recovery.target_s (Daedalus); 'latency' also needs the mean end-to-end latency, "
+        "from Elasticutor's queueing model with a correction learned from the latency the job shows, to "
+        "stay within latency_target_ms over the forecast horizon (the recovery bound still applies).",
+    )
+    latency_target_ms: float = Field(
+        2000.0, gt=0, description="Mean end-to-end latency the 'latency' objective plans for."
     )
 
     @model_validator(mode="after")
@@ -190,6 +217,14 @@ class ForecastConfig(Section):
     )
 
     @model_validator(mode="after")
+    def _history_ordered(self) -> ForecastConfig:
+        if self.min_history_s > self.max_history_s:
+            raise ValueError(
+                f"min_history_s ({self.min_history_s:g}) must be ≤ max_history_s ({self.max_history_s:g})"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _registry_needs_job(self) -> ForecastConfig:
         if self.registry_path is not None and not self.registry_job:
             raise ValueError("registry_job must name the job when registry_path is set")
@@ -197,6 +232,12 @@ class ForecastConfig(Section):
 
 
 class CapacityConfig(Section):
+    model: Literal["dag", "job"] = Field(
+        "dag",
+        description="dag: where Flink's per-vertex task metrics exist, each scale-out's capacity is also "
+        "bounded by the vertices' true processing rates (DS2), and the bottleneck vertex is named; job: the "
+        "per-worker CPU lines alone.",
+    )
     saturation_cpu: float = Field(
         0.95,
         gt=0,
@@ -408,6 +449,15 @@ class Config(Section):
     def twin_initial_scaleout(self) -> int:
         start = self.twin.initial_scaleout or self.twin.reference_scaleout
         return min(max(start, self.scaling.min_scaleout), self.scaling.max_scaleout)
+
+    @model_validator(mode="after")
+    def _scaleouts_the_twin_can_run(self) -> Config:
+        if self.target.kind == "twin" and self.scaling.max_scaleout > TWIN_MAX_PARALLELISM:
+            raise ValueError(
+                f"scaling.max_scaleout ({self.scaling.max_scaleout}) exceeds what the twin can run "
+                f"(max parallelism {TWIN_MAX_PARALLELISM})"
+            )
+        return self
 
     @model_validator(mode="after")
     def _twin_start_within_bounds(self) -> Config:

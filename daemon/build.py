@@ -10,24 +10,31 @@ from pathlib import Path
 import numpy as np
 import structlog
 
+from capacity.dag import DagSettings
 from capacity.model import CapacitySettings
 from config.load import ConfigError
 from config.schema import Config
 from forecasting.registry import RegistrySource
 from forecasting.types import ForecastSettings
 from mape.analyze import Analyzer
+from mape.extensions import AnalysisExtension
 from mape.interfaces import MetricsSource, ScalingTarget
 from mape.knowledge import Knowledge, KnowledgeSettings, KnowledgeStore
+from mape.latency_policy import LATENCY, LatencyKnowledge, LatencyLearning, LatencyObjective
 from mape.loop import MapeLoop
 from mape.plan import GuardedPlan, Policy
 from mape.proactive import ProactivePolicy
 from mape.reactive import ReactivePolicy
+from mape.skew import SKEW, SkewKnowledge, SkewWatch
+from memory.analysis import MemoryAnalysis
 from memory.cost import Prices
+from memory.knowledge import MEMORY, MemoryKnowledge
 from memory.levels import MemoryLevels
 from memory.policy import MemoryAwarePolicy, MemorySettings
 from simulator.baselines import BASELINE_POLICIES, make_baseline
 from simulator.metrics import TwinMetricsSource, TwinScalingTarget
 from simulator.params import TwinParams
+from simulator.topology import TopologyError, load_topology
 from simulator.twin import Twin
 from simulator.workload import builtin_sine, load_trace
 
@@ -49,8 +56,17 @@ def knowledge_settings(
 ) -> KnowledgeSettings:
     """How the learned models are built; `executor` makes the executor of off-loop work (None = threads)."""
     recovery = config.recovery
+    capacity = CapacitySettings(**config.capacity.model_dump(exclude={"saturated_backlog_s", "model"}))
+    extensions = {}
+    if memory_levels(config) is not None:
+        extensions[MEMORY] = lambda data: MemoryKnowledge.from_dict(data, capacity)
+    if config.capacity.model == "dag":
+        extensions[SKEW] = SkewKnowledge.from_dict
+    if latency_objective(config):
+        extensions[LATENCY] = LatencyKnowledge.from_dict
     return KnowledgeSettings(
-        capacity=CapacitySettings(**config.capacity.model_dump(exclude={"saturated_backlog_s"})),
+        capacity=capacity,
+        dag=DagSettings(warmup_s=config.capacity.warmup_s),
         forecast=ForecastSettings(**config.forecast.model_dump(exclude=REGISTRY_KEYS)),
         model_source=lambda: registry_source(config),
         downtime_out_s=recovery.downtime_out_s,
@@ -59,6 +75,7 @@ def knowledge_settings(
         anomaly_k=recovery.anomaly_k,
         observe_timeout_s=recovery.observe_timeout_s,
         executor=executor,
+        extension_factories=extensions,
     )
 
 
@@ -67,6 +84,30 @@ def memory_levels(config: Config) -> MemoryLevels | None:
     if config.scaling.policy != "foresail":
         return None
     return MemoryLevels(config.memory.base_mb, config.memory.max_level)
+
+
+def latency_objective(config: Config) -> bool:
+    """Whether the foresail plan works to a latency target (scaling.objective: latency)."""
+    return config.scaling.objective == "latency" and config.scaling.policy in (
+        "foresail",
+        "foresail-cpu-only",
+    )
+
+
+def analysis_extensions(config: Config) -> tuple[AnalysisExtension, ...]:
+    """The analysis extensions: the memory-aware analysis for 'foresail', the skew watch with the per-vertex
+    model, the latency model's correction with the latency objective."""
+    levels = memory_levels(config)
+    extensions: list[AnalysisExtension] = []
+    if levels is not None:
+        extensions.append(
+            MemoryAnalysis(levels, config.scaling.max_scaleout, config.recovery.checkpoint_interval_s)
+        )
+    if config.capacity.model == "dag":
+        extensions.append(SkewWatch())
+    if latency_objective(config):
+        extensions.append(LatencyLearning())
+    return tuple(extensions)
 
 
 def prices(config: Config) -> Prices:
@@ -106,6 +147,8 @@ def make_policy(config: Config) -> Policy:
 def make_plan(config: Config) -> GuardedPlan:
     scaling = config.scaling
     policy = make_policy(config)
+    if latency_objective(config):
+        policy = LatencyObjective(policy, scaling.latency_target_ms / 1000.0, scaling.max_scaleout)
     # a policy with its own stabilization rules (HPA, Flink operator) must not get ours on top
     stabilization_s = 0.0 if getattr(policy, "own_stabilization", False) else scaling.stabilization_s
     return GuardedPlan(policy, scaling.min_scaleout, scaling.max_scaleout, stabilization_s)
@@ -139,7 +182,8 @@ def make_loop(
             config.capacity.saturated_backlog_s,
             config.recovery.checkpoint_interval_s,
             forecasting=config.scaling.policy not in BASELINE_POLICIES,
-            memory_levels=memory_levels(config),
+            extensions=analysis_extensions(config),
+            capacity_model=config.capacity.model,
         ),
         make_plan(config),
         knowledge,
@@ -188,11 +232,16 @@ def make_twin(config: Config, initial_scaleout: int | None = None) -> TwinWorld:
         process_base_mb=config.memory.process_base_mb,
         cores_per_worker=config.memory.cores_per_worker,
     )
+    try:
+        topology = load_topology(twin_config.topology)
+    except TopologyError as error:
+        raise ConfigError("twin.topology", [f"twin.topology: {error}"]) from error
     twin = Twin(
         load_workload(twin_config.workload),
         params,
         seed=twin_config.seed,
         parallelism=initial_scaleout or config.twin_initial_scaleout,
+        topology=None if twin_config.topology == "single" else topology,  # the twin's own key knobs
     )
     source = TwinMetricsSource(twin, scrape_interval_s=twin_config.scrape_interval_s)
     return TwinWorld(twin, source, TwinScalingTarget(twin))

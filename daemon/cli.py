@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+from forecasting.blas import limit_blas_threads  # first: one BLAS thread for every library loaded later
+
+# isort: split
 import argparse
 import json
+import math
 import sys
+import time
 from pathlib import Path
 
 from config.load import ConfigError, load_config, parse_config, render_example
 from config.schema import Config
-from forecasting.blas import limit_blas_threads
 
 EXIT_OK, EXIT_FAILURE, EXIT_CONFIG = 0, 1, 2
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    problem = _argument_problem(args)
+    if problem is not None:
+        print(f"foresail {args.command or 'run'}: {problem}", file=sys.stderr)
+        return EXIT_CONFIG
     limit_blas_threads()
     try:
         return args.handler(args)
@@ -26,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="foresail", description="Proactive autoscaler for Flink jobs.")
+    parser.add_argument("--version", action="version", version=f"foresail {_version()}")
     commands = parser.add_subparsers(dest="command")
     parser.set_defaults(handler=_run)
 
@@ -34,6 +43,17 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--speedup", type=float, help="twin: virtual seconds per wall second (0 = flat out)")
     run.add_argument("--iterations", type=int, help="stop after this many iterations")
     run.add_argument("--knowledge", help="knowledge store path (overrides knowledge.path)")
+    _add_model_arguments(run)
+    _add_objective_arguments(run)
+    run.add_argument("--fresh", action="store_true", help="delete the knowledge store first: start afresh")
+    run.add_argument(
+        "--audit-log",
+        help="where the JSON audit events go ('-': stdout; default stdout, or on the twin in a terminal "
+        "foresail-audit.jsonl beside the knowledge store)",
+    )
+    run.add_argument(
+        "--dry-run", action="store_true", help="decide and log, change nothing (target.recommend_only)"
+    )
     run.set_defaults(handler=_run)
 
     simulate = commands.add_parser("simulate", help="run a whole trace on the twin and print a summary")
@@ -49,6 +69,8 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("--config", type=Path, help="YAML config file")
     simulate.add_argument("--json", action="store_true", help="print one JSON object")
     simulate.add_argument("--audit-log", type=Path, help="write the per-iteration audit log here")
+    _add_model_arguments(simulate)
+    _add_objective_arguments(simulate)
     simulate.set_defaults(handler=_simulate)
 
     compare = commands.add_parser(
@@ -64,6 +86,8 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--out", type=Path, required=True, help="output directory")
     compare.add_argument("--jobs", type=int, default=None, help="parallel runs (default: one per core)")
     compare.add_argument("--config", type=Path, help="YAML config file (the base of every run)")
+    _add_model_arguments(compare)
+    _add_objective_arguments(compare)
     compare.set_defaults(handler=_compare)
 
     check = commands.add_parser(
@@ -75,13 +99,87 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--no-connect", action="store_true", help="only validate the file, contact nothing")
     check.set_defaults(handler=_check_config)
 
-    from forecasting.spark.commands import add_commands as add_retraining_commands
+    from daemon.retrain_commands import add_commands as add_retraining_commands
 
     add_retraining_commands(commands)  # export-history, retrain
 
     example = commands.add_parser("config-example", help="print the annotated default config")
     example.set_defaults(handler=lambda _args: print(render_example(), end="") or EXIT_OK)
     return parser
+
+
+def _add_model_arguments(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--topology",
+        default=None,
+        help="twin: the job graph, a shipped name (single, wordcount, ysb, session, io-sink) or a YAML "
+        "file (default: twin.topology)",
+    )
+    command.add_argument(
+        "--capacity-model",
+        choices=("dag", "job"),
+        default=None,
+        help="dag: per-vertex true rates bound the CPU lines where task metrics exist; job: CPU lines only "
+        "(default: capacity.model)",
+    )
+
+
+def _add_objective_arguments(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--objective",
+        choices=("recovery", "latency"),
+        default=None,
+        help="foresail plan objective (default: scaling.objective)",
+    )
+    command.add_argument(
+        "--latency-target-ms",
+        type=float,
+        default=None,
+        help="mean latency the 'latency' objective plans for (default: scaling.latency_target_ms)",
+    )
+
+
+def _with_models(config: Config, args: argparse.Namespace) -> Config:
+    config = _with_overrides(config, "twin", topology=getattr(args, "topology", None))
+    config = _with_overrides(
+        config,
+        "scaling",
+        objective=getattr(args, "objective", None),
+        latency_target_ms=getattr(args, "latency_target_ms", None),
+    )
+    return _with_overrides(config, "capacity", model=getattr(args, "capacity_model", None))
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("foresail")
+    except PackageNotFoundError:
+        return "(not installed: run `pip install -e .`)"
+
+
+def _argument_problem(args: argparse.Namespace) -> str | None:
+    """The first argument that cannot mean what was asked (a run that would silently do nothing), or None."""
+    iterations = getattr(args, "iterations", None)
+    if iterations is not None and iterations < 1:
+        return f"--iterations must be at least 1, got {iterations}"
+    step_s = getattr(args, "step_s", None)
+    if step_s is not None and not (math.isfinite(step_s) and step_s > 0):
+        return f"--step-s must be a number of seconds > 0, got {step_s:g}"
+    if getattr(args, "since", None) is not None:
+        from forecasting.history import parse_time
+
+        now_s, times = time.time(), {}
+        for name in ("since", "until"):
+            text = getattr(args, name) or "0s"
+            try:
+                times[name] = parse_time(text, now_s)
+            except (ValueError, OverflowError):
+                return f"--{name}: not a time ('28d', '12h', ISO-8601 or epoch seconds): {text!r}"
+        if not times["since"] < times["until"]:
+            return f"--since ({args.since}) must lie before --until ({args.until or 'now'})"
+    return None  # retrain's input errors: one line each from the job itself, and a bad row never aborts it
 
 
 def _with_overrides(config: Config, section: str, **values: object) -> Config:
@@ -99,12 +197,20 @@ def _run(args: argparse.Namespace) -> int:
     config = load_config(getattr(args, "config", None))
     config = _with_overrides(config, "twin", speedup=getattr(args, "speedup", None))
     config = _with_overrides(config, "knowledge", path=getattr(args, "knowledge", None))
-    return run_daemon(config, max_iterations=getattr(args, "iterations", None))
+    config = _with_models(config, args)
+    if getattr(args, "dry_run", False):
+        config = _with_overrides(config, "target", recommend_only=True)
+    return run_daemon(
+        config,
+        max_iterations=getattr(args, "iterations", None),
+        fresh=getattr(args, "fresh", False),
+        audit_log=getattr(args, "audit_log", None),
+    )
 
 
 def _simulate(args: argparse.Namespace) -> int:
     from daemon.logs import configure_logging
-    from simulator.runner import simulate
+    from daemon.simulate import simulate
 
     configure_logging("warning", "console", sys.stderr)  # stdout carries only the summary
     config = load_config(args.config)
@@ -113,6 +219,7 @@ def _simulate(args: argparse.Namespace) -> int:
     )
     config = _with_overrides(config, "scaling", policy=args.policy)
     config = _with_overrides(config, "knowledge", path=":memory:")
+    config = _with_models(config, args)
     summary = simulate(config, audit_path=args.audit_log)
     if args.json:
         print(json.dumps(summary))
@@ -125,14 +232,15 @@ def _simulate(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     from daemon.build import load_workload
+    from daemon.compare import run_comparison, write_outputs
     from daemon.logs import configure_logging
-    from simulator.compare import run_comparison, write_outputs
 
     configure_logging("warning", "console", sys.stderr)  # stdout carries only the table
     if args.seeds < 1:
         raise ConfigError("command line", [f"--seeds: need at least 1, got {args.seeds}"])
     config = load_config(args.config)
     config = _with_overrides(config, "twin", workload=args.workload)
+    config = _with_models(config, args)
     load_workload(config.twin.workload)  # a missing trace is a config error, before any run
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     comparison = run_comparison(config, policies, args.seeds, args.jobs)

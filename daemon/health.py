@@ -1,7 +1,9 @@
-"""The daemon's own endpoint: `/healthz` for liveness probes and `/metrics` for Prometheus.
+"""The daemon's own endpoint: `/healthz` (liveness), `/readyz` (readiness) and `/metrics` (Prometheus).
 
 `/healthz` answers 200 while iterations keep finishing (within `unhealthy_after_loops` loop intervals of
-the last one, or of the start) and 503 otherwise, so a stuck loop gets the pod restarted. `/metrics`
+the last one, or of the start) and 503 otherwise, so a stuck loop gets the pod restarted. `/readyz`
+answers 503 until the first iteration (or standby turn) has finished, then follows `/healthz`: a daemon
+that is still loading its knowledge or waiting for its backends is alive but not yet ready. `/metrics`
 exposes what an operator wants on a dashboard: decisions by action, the capacity per scale-out, the
 forecast, loop duration, rescale outcomes, leadership. A private registry keeps several daemons in one
 process (tests) apart.
@@ -23,7 +25,9 @@ from prometheus_client import (
     generate_latest,
 )
 
+from config.schema import Config
 from mape.loop import IterationResult
+from mape.plausibility import reasons_in
 
 
 class DaemonMetrics:
@@ -79,15 +83,48 @@ class DaemonMetrics:
             "Request → ready (or timeout) of the last followed rescale.",
             registry=r,
         )
+        self.implausible = Counter(
+            "foresail_implausible_metrics",
+            "Iterations held on implausible metrics, by reason (mape/plausibility.py).",
+            ["reason"],
+            registry=r,
+        )
         self.leader = Gauge("foresail_leader", "1 while this replica holds the leader Lease.", registry=r)
+        self.paused = Gauge(
+            "foresail_paused",
+            "1 while the daemon does not act: paused by annotation, or another autoscaler scales the target.",
+            registry=r,
+        )
+        self.last_iteration = Gauge(
+            "foresail_last_iteration_timestamp_seconds",
+            "Unix time of the last finished iteration.",
+            registry=r,
+        )
         self.managed_memory = Gauge(
             "foresail_managed_memory_mb",
             "Managed memory per slot the job runs with (memory-aware policy only).",
             registry=r,
         )
+        self.skew_imbalance = Gauge(
+            "foresail_vertex_skew_imbalance",
+            "Per keyed vertex, max / mean of its subtasks' busy time (records in where busy is unknown).",
+            ["vertex"],
+            registry=r,
+        )
+        self.skew_persistent = Gauge(
+            "foresail_vertex_skew_persistent",
+            "1 while a keyed vertex's imbalance stays above 1.2 (scaling out does not help its hot subtask).",
+            ["vertex"],
+            registry=r,
+        )
+
+    def alive(self) -> None:
+        """An iteration (or a standby or paused turn) finished: the loop is not stuck."""
+        self.last_iteration_at = self._monotonic()
+        self.last_iteration.set_to_current_time()
 
     def record(self, result: IterationResult, duration_s: float) -> None:
-        self.last_iteration_at = self._monotonic()
+        self.alive()
         self.iterations.inc()
         self.loop_duration.observe(duration_s)
         decision, assessment = result.decision, result.assessment
@@ -99,8 +136,17 @@ class DaemonMetrics:
             self.executed.inc()
         for phase in result.errors:
             self.errors.labels(phase).inc()
+        for vertex, skew in result.skew.items():
+            imbalance = (
+                skew["imbalance_busy"] if skew["imbalance_busy"] is not None else skew["imbalance_records"]
+            )
+            if imbalance is not None:
+                self.skew_imbalance.labels(vertex).set(imbalance)
+            self.skew_persistent.labels(vertex).set(1 if skew["skew_persistent"] else 0)
         if assessment is None:
             return
+        for reason in reasons_in(assessment.problems):
+            self.implausible.labels(reason).inc()
         self.current_scaleout.set(assessment.current_scaleout)
         self.workload.set(assessment.workload_avg_rps)
         self.backlog.set(assessment.backlog_records)
@@ -125,12 +171,23 @@ class DaemonMetrics:
         since = self.last_iteration_at if self.last_iteration_at is not None else self.started_at
         return self._monotonic() - since <= unhealthy_after_loops * interval_s
 
+    def ready(self, interval_s: float, unhealthy_after_loops: float) -> bool:
+        return self.last_iteration_at is not None and self.healthy(interval_s, unhealthy_after_loops)
+
 
 class HealthServer:
-    """`/healthz` and `/metrics` on a daemon thread."""
+    """`/healthz`, `/readyz` and `/metrics` on a daemon thread."""
 
-    def __init__(self, metrics: DaemonMetrics, host: str, port: int, healthy: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        metrics: DaemonMetrics,
+        host: str,
+        port: int,
+        healthy: Callable[[], bool],
+        ready: Callable[[], bool] | None = None,
+    ) -> None:
         registry = metrics.registry
+        ready = ready or healthy
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
@@ -138,6 +195,9 @@ class HealthServer:
                 if path == "/healthz":
                     ok = healthy()
                     self._send(200 if ok else 503, b"ok\n" if ok else b"loop stalled\n", "text/plain")
+                elif path == "/readyz":
+                    ok = ready()
+                    self._send(200 if ok else 503, b"ready\n" if ok else b"not ready\n", "text/plain")
                 elif path == "/metrics":
                     self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST)
                 else:
@@ -162,3 +222,24 @@ class HealthServer:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def serve_health(
+    config: Config, metrics: DaemonMetrics, log: object, interval_s: float
+) -> HealthServer | None:
+    """The endpoint on `server.host:port` (None when the port is 0 or cannot be bound: the loop matters
+    more than its probe, so it runs on and says so loudly). `interval_s`: the loop's wall interval."""
+    if config.server.port == 0:
+        return None
+    loops = config.server.unhealthy_after_loops
+    try:
+        return HealthServer(
+            metrics,
+            config.server.host,
+            config.server.port,
+            lambda: metrics.healthy(interval_s, loops),
+            lambda: metrics.ready(interval_s, loops),
+        )
+    except OSError as error:
+        log.error("health-server-failed", host=config.server.host, port=config.server.port, error=str(error))
+        return None

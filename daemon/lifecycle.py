@@ -10,7 +10,7 @@ def log_started(log: object, config: Config, knowledge: Knowledge, **details: ob
     """The 'daemon-started' event: what runs, and from which iteration it resumes."""
     log.info(
         "daemon-started",
-        target=config.target.kind,
+        target_kind=config.target.kind,
         policy=config.scaling.policy,
         knowledge=config.knowledge.path,
         resumed_iteration=knowledge.iteration,
@@ -24,3 +24,17 @@ def save_and_close(log: object, store: KnowledgeStore, knowledge: Knowledge, ite
     store.save(knowledge, None)
     store.close()
     log.info("daemon-stopped", iterations=iterations, knowledge_iteration=knowledge.iteration)
+
+
+def audit_names(config: Config) -> dict[str, str]:
+    """The job and the target every audit event names (several daemons log into one place)."""
+    kind = config.target.kind
+    if kind == "prometheus+kubernetes":
+        k8s = config.kubernetes
+        target = f"{k8s.resource}/{k8s.namespace}/{k8s.name}"
+        default_job = k8s.name
+    elif kind == "prometheus+local-flink":
+        target, default_job = f"local-flink/{config.local_flink.rest_url}", "local-flink"
+    else:
+        target, default_job = "twin", str(config.twin.workload)
+    return {"job": getattr(config.forecast, "registry_job", None) or default_job, "target": target}

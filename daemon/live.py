@@ -15,7 +15,7 @@ import structlog
 from backends.factory import make_real_backends
 from config.schema import Config
 from daemon.build import knowledge_settings, loop_interval_s, make_loop
-from daemon.health import DaemonMetrics, HealthServer
+from daemon.health import DaemonMetrics, serve_health
 from daemon.lifecycle import log_started, save_and_close
 from daemon.schedule import run_scheduled, stop_on_signals
 from mape.knowledge import KnowledgeStore
@@ -24,7 +24,7 @@ from mape.knowledge import KnowledgeStore
 def run_live(config: Config, max_iterations: int | None = None, stop: threading.Event | None = None) -> int:
     log = structlog.get_logger("foresail")
     metrics = DaemonMetrics()
-    server = _serve(config, metrics, log)
+    server = serve_health(config, metrics, log, loop_interval_s(config))
     store = KnowledgeStore(config.knowledge.path, config.knowledge.decision_history)
     knowledge = store.load(knowledge_settings(config))
     backends = make_real_backends(config, metrics.rescale_outcome)
@@ -44,16 +44,24 @@ def run_live(config: Config, max_iterations: int | None = None, stop: threading.
         leader = backends.is_leader()
         metrics.leader.set(1 if leader else 0)
         if not leader:
-            metrics.last_iteration_at = time.monotonic()  # a standby is healthy while it waits
+            metrics.alive()  # a standby is healthy (and ready) while it waits
             log.info(
                 "standby",
                 time_s=now_s,
                 reason="not holding the leader Lease (another replica leads, or the API server cannot be reached)",
             )
             return True
+        blocked = backends.oversight.blocked() if backends.oversight is not None else None
+        metrics.paused.set(1 if blocked else 0)
+        # blocked (paused, another autoscaler): the loop still observes and learns, but only recommends
+        backends.target.recommend_only = config.target.recommend_only or blocked is not None
+        if blocked:
+            log.warning("not-acting", time_s=now_s, reason=blocked)
         started = time.perf_counter()
         result = loop.iterate(now_s)
         metrics.record(result, time.perf_counter() - started)
+        if backends.oversight is not None:
+            backends.oversight.iteration(result.decision, result.executed, result.errors)
         return True
 
     stop = stop or threading.Event()
@@ -67,18 +75,3 @@ def run_live(config: Config, max_iterations: int | None = None, stop: threading.
         if server is not None:
             server.close()
     return 0
-
-
-def _serve(
-    config: Config, metrics: DaemonMetrics, log: structlog.typing.FilteringBoundLogger
-) -> HealthServer | None:
-    if config.server.port == 0:
-        return None
-    interval_s, loops = loop_interval_s(config), config.server.unhealthy_after_loops
-    try:
-        return HealthServer(
-            metrics, config.server.host, config.server.port, lambda: metrics.healthy(interval_s, loops)
-        )
-    except OSError as error:  # the loop matters more than its probe: run on, and say so loudly
-        log.error("health-server-failed", host=config.server.host, port=config.server.port, error=str(error))
-        return None

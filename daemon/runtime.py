@@ -2,56 +2,198 @@
 
 from __future__ import annotations
 
+import sys
 import threading
+import time
+from contextlib import ExitStack
+from pathlib import Path
 
 import structlog
 
+from backends.execution import NotApplied
+from backends.retry import allow_waiting
 from config.schema import Config
-from daemon.build import knowledge_settings, loop_interval_s, make_loop, make_twin
-from daemon.lifecycle import log_started, save_and_close
+from daemon.build import TwinWorld, knowledge_settings, loop_interval_s, make_loop, make_twin
+from daemon.health import DaemonMetrics, serve_health
+from daemon.lifecycle import audit_names, log_started, save_and_close
 from daemon.logs import configure_logging
+from daemon.progress import RunProgress, clock, knowledge_files
 from daemon.schedule import ScaledClock, run_scheduled, run_virtual, stop_on_signals
 from forecasting.executor import InlineExecutor
-from mape.knowledge import KnowledgeStore
+from mape.knowledge import KnowledgeStore, StoreBusy
+from simulator.score import score
 
 
-def run_daemon(config: Config, max_iterations: int | None = None, stop: threading.Event | None = None) -> int:
-    """Run until the trace ends, `max_iterations` ran, or SIGTERM/SIGINT; returns the exit code."""
-    configure_logging(config.logging.level, config.logging.format)
+def run_daemon(
+    config: Config,
+    max_iterations: int | None = None,
+    stop: threading.Event | None = None,
+    fresh: bool = False,
+    audit_log: str | None = None,
+) -> int:
+    """Run until the trace ends, `max_iterations` ran, or SIGTERM/SIGINT; returns the exit code.
+
+    `fresh` deletes the knowledge store first. The audit log goes to `audit_log` ("-": stdout); by default
+    to stdout, except on the twin in a terminal, where a person reads the progress line and the summary
+    (stderr) and the audit log goes to a file beside the knowledge store. What stops the start (the store
+    held by another daemon, missing credentials or files) is one line on stderr: exit 1 for a busy store,
+    2 for a start-up configuration problem.
+    """
+    allow_waiting()
+    try:
+        return _run(config, max_iterations, stop, fresh, audit_log)
+    except StoreBusy as error:
+        print(f"foresail: {error}", file=sys.stderr)
+        return 1
+    except _startup_errors() as error:
+        print(f"foresail: cannot start: {type(error).__name__}: {error}", file=sys.stderr)
+        return 2
+
+
+def _startup_errors() -> tuple[type[BaseException], ...]:
+    from kubernetes.config.config_exception import ConfigException
+
+    return (ConfigException, FileNotFoundError, PermissionError, IsADirectoryError)
+
+
+def _run(
+    config: Config,
+    max_iterations: int | None,
+    stop: threading.Event | None,
+    fresh: bool,
+    audit_log: str | None,
+) -> int:
+    if fresh:
+        for path in knowledge_files(config.knowledge.path):
+            path.unlink(missing_ok=True)
+    with ExitStack() as files:
+        audit_path = _audit_path(config, audit_log)
+        stream = (
+            sys.stdout
+            if audit_path is None
+            else files.enter_context(open(audit_path, "w" if fresh else "a", encoding="utf-8"))
+        )
+        configure_logging(config.logging.level, config.logging.format, stream, audit_names(config))
+        if config.target.kind != "twin":
+            from daemon.live import run_live  # real backends: Prometheus + Kubernetes or local Flink
+
+            return run_live(config, max_iterations, stop)
+        return _run_twin(config, max_iterations, stop, audit_path or "stdout")
+
+
+def _audit_path(config: Config, audit_log: str | None) -> str | None:
+    if audit_log == "-" or (audit_log is None and (config.target.kind != "twin" or not sys.stdout.isatty())):
+        return None
+    if audit_log is not None:
+        return audit_log
+    knowledge = config.knowledge.path
+    directory = Path(knowledge).parent if knowledge != ":memory:" else Path()
+    return str(directory / "foresail-audit.jsonl")
+
+
+def _run_twin(config: Config, max_iterations: int | None, stop: threading.Event | None, audit: str) -> int:
     log = structlog.get_logger("foresail")
-    if config.target.kind != "twin":
-        from daemon.live import run_live  # real backends: Prometheus + Kubernetes or local Flink
-
-        return run_live(config, max_iterations, stop)
     store = KnowledgeStore(config.knowledge.path, config.knowledge.decision_history)
     # Flat out on a virtual clock there is no wall time for background fits to use: run them inline.
     executor = InlineExecutor if config.twin.speedup == 0 else (lambda: None)
     knowledge = store.load(knowledge_settings(config, executor))
     start_s = knowledge.last_time_s or 0.0
-    world = make_twin(config, initial_scaleout=knowledge.last_target_scaleout)
-    world.twin.advance_to(start_s)  # the simulated job kept running while the daemon was away
-    loop = make_loop(
-        config, world.source, world.target, knowledge, store, structlog.get_logger("foresail.audit")
+    world = _resume_twin(config, store.attached("twin"), knowledge.last_target_scaleout, start_s, log)
+    store.attachments["twin"] = world.twin.snapshot  # saved with every iteration
+    interval_s, speedup = loop_interval_s(config), config.twin.speedup
+    _say_resumed(config, knowledge.iteration, start_s, world.end_s, interval_s)
+    if start_s > world.end_s:
+        log.info("trace-finished", resumed_at_s=start_s, trace_end_s=world.end_s)
+        knowledge.close()
+        store.close()
+        return 0
+    target = RecommendOnly(config.target.kind) if config.target.recommend_only else world.target
+    loop = make_loop(config, world.source, target, knowledge, store, structlog.get_logger("foresail.audit"))
+    log_started(
+        log, config, knowledge, start_s=start_s, trace_end_s=world.end_s, dry_run=config.target.recommend_only
     )
-    log_started(log, config, knowledge, start_s=start_s, trace_end_s=world.end_s)
+    progress = RunProgress(sys.stderr, start_s, world.end_s, interval_s)
 
     def step(now_s: float) -> bool:
         if now_s > world.end_s:
             return False
         world.twin.advance_to(now_s)
-        loop.iterate(now_s)
+        started = time.perf_counter()
+        result = loop.iterate(now_s)
+        progress.record(result)
+        if metrics is not None:
+            metrics.record(result, time.perf_counter() - started)
         return True
 
     stop = stop or threading.Event()
     stop_on_signals(stop)
-    interval_s, speedup = loop_interval_s(config), config.twin.speedup
     iterations = 0
+    metrics, server = None, None
     try:
-        if speedup > 0:
+        if speedup > 0:  # on wall time the twin serves /healthz, /readyz and /metrics like a real daemon
+            metrics = DaemonMetrics()
+            server = serve_health(config, metrics, log, interval_s / speedup)
             clock = ScaledClock(start_s, speedup)
             iterations = run_scheduled(step, clock.now, interval_s / speedup, stop, max_iterations)
         else:
             iterations = run_virtual(step, start_s, interval_s, stop, max_iterations)
     finally:
         save_and_close(log, store, knowledge, iterations)
+        if server is not None:
+            server.close()
+    if iterations:
+        summary = score(world.twin, slo_s=config.twin.latency_slo_s)
+        print(progress.summary(summary, config.knowledge.path, audit, config.twin.workload), file=sys.stderr)
     return 0
+
+
+class RecommendOnly:
+    """`--dry-run` on the twin: every decision is logged and none is applied (as on real backends)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def scale_to(self, scaleout: int, now_s: float) -> None:
+        raise NotApplied(f"dry run: scale-out {scaleout} recommended, not applied to the {self.kind}")
+
+    def reconfigure(self, scaleout: int, managed_mb: float, now_s: float) -> None:
+        raise NotApplied(
+            f"dry run: scale-out {scaleout} with {managed_mb:.0f} MB managed memory recommended, not applied"
+        )
+
+
+def _say_resumed(config: Config, iteration: int, start_s: float, end_s: float, interval_s: float) -> None:
+    """A resumed run says so, and how to start afresh (stderr: the audit log stays machine-readable)."""
+    if iteration == 0:
+        return
+    path = config.knowledge.path
+    afresh = f"`foresail run --fresh` (or deleting {path}) starts afresh"
+    if start_s + interval_s > end_s:
+        print(
+            f"foresail run: nothing left to run: the knowledge store {path} already covers the whole trace "
+            f"({iteration} iterations, {clock(end_s)}); {afresh}",
+            file=sys.stderr,
+        )
+    else:
+        print(
+            f"foresail run: resuming at iteration {iteration} (trace {clock(start_s)} of {clock(end_s)}) "
+            f"from the knowledge store {path}; {afresh}",
+            file=sys.stderr,
+        )
+
+
+def _resume_twin(
+    config: Config, state: dict | None, scaleout: int | None, start_s: float, log: object
+) -> TwinWorld:
+    """The simulated job as the daemon left it: its saved state (backlog, offsets, run state) when there is
+    one for `start_s`, else replayed from the trace start at the last scale-out."""
+    if state is not None and int(state.get("t", -1)) == int(start_s):
+        try:
+            world = make_twin(config, initial_scaleout=int(state["parallelism"]))
+            world.twin.restore(state)
+            return world
+        except (KeyError, TypeError, ValueError) as error:
+            log.warning("twin-state-not-restored", error=f"{type(error).__name__}: {error}")
+    world = make_twin(config, initial_scaleout=scaleout)
+    world.twin.advance_to(min(start_s, world.end_s))  # the simulated job kept running while away
+    return world

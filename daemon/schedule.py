@@ -14,14 +14,22 @@ from collections.abc import Callable
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
+from backends.retry import stop_waiting
+
 Step = Callable[[float], bool]
 """One iteration at a given time; returns False when there is nothing more to do (end of a trace)."""
 
 
 def stop_on_signals(stop: threading.Event) -> None:
-    """SIGTERM and SIGINT ask the driver to stop after the current iteration."""
+    """SIGTERM and SIGINT ask the driver to stop after the current iteration; a back-off or bounded wait
+    inside that iteration (backends/retry.py) gives up at once, so it ends within a second."""
+
+    def stop_now(*_: object) -> None:
+        stop.set()
+        stop_waiting()
+
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+        signal.signal(signum, stop_now)
 
 
 def run_virtual(

@@ -13,6 +13,7 @@ lands in exactly one chunk: no overlap, no hole).
 
 from __future__ import annotations
 
+import csv
 import math
 import re
 import uuid
@@ -170,3 +171,88 @@ def read_history(path: str | Path) -> pd.DataFrame:
         }
     )
     return result.sort_values(["job", "timestamp"], kind="stable", ignore_index=True)
+
+
+# ---- input checks (before Spark starts: one clear line instead of a JVM stack trace) -------------
+MAX_HISTORY_ROWS = 200_000_000
+"""Most rows a history may hold (500 jobs × a year of minutes is 263 M: split such a history by job)."""
+MAX_HISTORY_SPAN_S = 3 * 366 * 86_400
+"""Widest time range a history may cover (three years)."""
+
+
+def history_input_problem(
+    path: str | Path,
+    fmt: str = "auto",
+    max_rows: int = MAX_HISTORY_ROWS,
+    max_span_s: float = MAX_HISTORY_SPAN_S,
+) -> str | None:
+    """Why `path` cannot be read as a history (None when it can): a missing path, no data files, missing
+    columns, more than `max_rows` rows, timestamps spanning more than `max_span_s`, or, in CSV, the first
+    row whose timestamp or rate is not one (with its file and line). CSV is read row by row."""
+    path = Path(path)
+    if not path.exists():
+        return f"--history: no such file or directory: {path}"
+    csv_files = sorted(path.rglob("*.csv")) if path.is_dir() else [path]
+    parquet = fmt == "parquet" or (
+        fmt == "auto" and ((path.is_dir() and any(path.rglob("*.parquet"))) or path.suffix == ".parquet")
+    )
+    if parquet:
+        return _parquet_problem(path, max_rows, max_span_s)
+    if not csv_files:
+        return f"--history: no .csv or .parquet files under {path}"
+    rows, first_s, last_s = 0, math.inf, -math.inf
+    for csv_file in csv_files:
+        with csv_file.open(encoding="utf-8-sig", errors="replace", newline="") as handle:
+            reader = csv.reader(handle)
+            header = [name.strip().lower() for name in next(reader, [])]
+            missing = [c for c in ("job", "timestamp", "rate") if c not in header]
+            if missing:
+                return f"{csv_file}:1: missing column(s) {', '.join(missing)} (need job,timestamp,rate)"
+            at_time, at_rate = header.index("timestamp"), header.index("rate")
+            for fields in reader:
+                line_no = reader.line_num
+                if not fields:
+                    continue
+                if len(fields) != len(header):
+                    return f"{csv_file}:{line_no}: {len(fields)} fields, the header has {len(header)}"
+                try:
+                    time_s = _epoch_s(fields[at_time])
+                    float(fields[at_rate] or "nan")
+                except (ValueError, OverflowError):
+                    return f"{csv_file}:{line_no}: timestamp or rate not readable: {','.join(fields)[:80]!r}"
+                rows += 1
+                first_s, last_s = min(first_s, time_s), max(last_s, time_s)
+                if rows > max_rows:
+                    return f"{csv_file}:{line_no}: more than {max_rows} rows"
+                if last_s - first_s > max_span_s:
+                    return f"{csv_file}:{line_no}: timestamps span more than {max_span_s:.0f} s"
+    return None if rows else f"--history: {path} holds no rows"
+
+
+def _epoch_s(text: str) -> float:
+    text = text.strip()
+    try:
+        value = float(text)
+    except ValueError:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        value = (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
+    if not math.isfinite(value):
+        raise ValueError(text)
+    return value
+
+
+def _parquet_problem(path: Path, max_rows: int, max_span_s: float) -> str | None:
+    try:
+        dataset = ds.dataset(path, format="parquet", partitioning="hive")
+        names = set(dataset.schema.names)
+        missing = [c for c in ("job", "timestamp", "rate") if c not in names]
+        if missing:
+            return f"{path}: missing column(s) {', '.join(missing)} (need job, timestamp, rate)"
+        rows = dataset.count_rows()
+    except (OSError, pa.ArrowException) as error:
+        return f"{path}: not a readable Parquet history: {str(error).splitlines()[0]}"
+    if rows == 0:
+        return f"--history: {path} holds no rows"
+    if rows > max_rows:
+        return f"{path}: {rows} rows, more than {max_rows}"
+    return None

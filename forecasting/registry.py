@@ -3,7 +3,9 @@
 Layout: `ROOT/<job, URL-quoted>/v000001/{model.pkl, metadata.json}`, versions counting up per job. A
 version is written into a hidden temporary directory and renamed into place, so a reader sees either no
 version or a complete one, and two writers never get the same number (the rename fails for the loser,
-who takes the next). `metadata.json` carries the artifact's SHA-256; the loader checks it.
+who takes the next). `metadata.json` carries the artifact's SHA-256; the loader checks it. Every path stays
+inside ROOT: a job name is one quoted path segment whose leading dots are quoted too (a job named `..` or
+`.staging` is a plain directory, never the parent or a hidden one), and an artifact is a file of its version.
 
 The artifact is a pickle: load registries you trust only, as with any pickled model.
 """
@@ -54,7 +56,11 @@ class ModelRegistry:
         self.root = Path(root)
 
     def job_dir(self, job: str) -> Path:
-        return self.root / quote(job, safe="")
+        if not job:
+            raise ValueError("a job name must not be empty")
+        segment = quote(job, safe="")
+        dots = len(segment) - len(segment.lstrip("."))
+        return self.root / ("%2E" * dots + segment[dots:])
 
     def jobs(self) -> list[str]:
         if not self.root.is_dir():
@@ -114,7 +120,10 @@ class ModelRegistry:
     def load(self, entry: RegistryEntry) -> tuple[FittedModel, dict[str, Any]]:
         """The model and its metadata; ValueError when the artifact does not match its checksum."""
         metadata = entry.metadata()
-        artifact = (entry.path / metadata["artifact"]["file"]).read_bytes()
+        name = metadata["artifact"]["file"]
+        if Path(name).name != name or name in ("", ".", ".."):
+            raise ValueError(f"{entry.path}: artifact {name!r} is not a file of this version")
+        artifact = (entry.path / name).read_bytes()
         if hashlib.sha256(artifact).hexdigest() != metadata["artifact"]["sha256"]:
             raise ValueError(f"{entry.path}: artifact does not match its sha256 in {METADATA}")
         model = pickle.loads(artifact)
@@ -150,12 +159,20 @@ class RegistrySource:
             raise ValueError(f"not a version name: {version!r}")
         entry = RegistryEntry(self.job, int(match.group(1)), self.registry.job_dir(self.job) / version)
         model, metadata = self.registry.load(entry)
-        if abs(float(metadata["resolution_s"]) - self.resolution_s) > 1e-9:
-            raise ValueError(
-                f"{self.job} {version} was trained at {metadata['resolution_s']} s buckets, the forecaster "
-                f"works at {self.resolution_s} s: retrain with the daemon's forecast.resolution_s"
-            )
-        return model
+        trained_s = float(metadata["resolution_s"])
+        if abs(trained_s - self.resolution_s) <= 1e-9:
+            return model
+        if trained_s > self.resolution_s:  # a history coarser than the daemon's buckets (60 s exports)
+            from forecasting.spark.models import resampled
+
+            try:
+                return resampled(model, self.resolution_s)
+            except ValueError as error:
+                raise ValueError(f"{self.job} {version}: {error}: retrain with the daemon's config") from None
+        raise ValueError(
+            f"{self.job} {version} was trained at {trained_s:g} s buckets, finer than the forecaster's "
+            f"{self.resolution_s:g} s: retrain with the daemon's forecast.resolution_s"
+        )
 
     def prepare(self, version: str, values: np.ndarray, times_s: np.ndarray, max_buckets: int) -> FittedModel:
         """Load that version and join it to the forecaster's retained buckets (runs on its executor)."""

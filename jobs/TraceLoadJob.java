@@ -5,18 +5,25 @@ import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.TreeMap;
+import java.util.concurrent.locks.LockSupport;
 
+import org.apache.flink.api.common.functions.MapFunction;
 import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.api.common.functions.RichMapFunction;
 import org.apache.flink.api.common.state.ListState;
 import org.apache.flink.api.common.state.ListStateDescriptor;
 import org.apache.flink.api.common.state.ValueState;
 import org.apache.flink.api.common.state.ValueStateDescriptor;
+import org.apache.flink.api.common.typeinfo.PrimitiveArrayTypeInfo;
 import org.apache.flink.api.common.typeinfo.Types;
+import org.apache.flink.api.connector.sink2.Sink;
+import org.apache.flink.api.connector.sink2.SinkWriter;
+import org.apache.flink.api.connector.sink2.WriterInitContext;
 import org.apache.flink.metrics.Gauge;
 import org.apache.flink.runtime.state.FunctionInitializationContext;
 import org.apache.flink.runtime.state.FunctionSnapshotContext;
 import org.apache.flink.streaming.api.checkpoint.CheckpointedFunction;
+import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
 import org.apache.flink.streaming.api.functions.source.legacy.RichSourceFunction;
@@ -40,7 +47,15 @@ import org.apache.flink.util.ParameterTool;
  * checkpointed, so a restart replays the records since the last checkpoint, as a Kafka source would.
  *
  * <p>Arguments: {@code --trace FILE} (required), {@code --work N} (hash rounds per record, default
- * 20000), {@code --keys K} (default 1024).
+ * 20000), {@code --keys K} (default 1024), {@code --topology single|chain} (default single).
+ *
+ * <p>{@code single}: source → keyed {@code burn} → discarding sink, chained where Flink can (two tasks).
+ * {@code chain}: a multi-vertex job with chaining off, so every operator is its own vertex reporting its
+ * own task metrics: source → (rebalance) {@code parse}, a cheap map of {@code work / 4} rounds that makes
+ * each record a 256-byte event → (keyBy) {@code burn}, {@code work} rounds → {@code store}, a sink that waits {@code --sink-wait-us} µs per record
+ * without using CPU, as a sink writing to an external store does. {@code --sink-wait-file FILE}, when
+ * given, holds the wait in µs and is re-read once per second, so a test can move the bottleneck between
+ * {@code burn} (CPU-bound) and {@code store} (sink-bound, CPU low) without restarting the job.
  */
 public class TraceLoadJob {
 
@@ -49,18 +64,48 @@ public class TraceLoadJob {
         String trace = params.getRequired("trace");
         int work = params.getInt("work", 20000);
         int keys = params.getInt("keys", 1024);
+        String topology = params.get("topology", "single");
 
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
-        env.addSource(new TraceSource(trace), "trace", Types.LONG)
+        DataStream<Long> source = env.addSource(new TraceSource(trace), "trace", Types.LONG)
                 .setParallelism(1)
-                .setMaxParallelism(1)
-                .keyBy(value -> value % keys, Types.LONG)
-                .map(new Burn(work))
-                .name("burn")
-                .setMaxParallelism(128)
-                .sinkTo(new DiscardingSink<>())
-                .name("discard");
+                .setMaxParallelism(1);
+        if (topology.equals("single")) {
+            source.keyBy(value -> value % keys, Types.LONG)
+                    .map(new Burn(work))
+                    .name("burn")
+                    .setMaxParallelism(128)
+                    .sinkTo(new DiscardingSink<>())
+                    .name("discard");
+        } else if (topology.equals("chain")) {
+            env.disableOperatorChaining();
+            long sinkWaitUs = params.getLong("sink-wait-us", 0L);
+            String sinkWaitFile = params.get("sink-wait-file", null);
+            source.rebalance()
+                    .map(new Parse(work / 4), PrimitiveArrayTypeInfo.LONG_PRIMITIVE_ARRAY_TYPE_INFO)
+                    .name("parse")
+                    .setMaxParallelism(128)
+                    .keyBy(event -> event[0] % keys, Types.LONG)
+                    .map(new BurnEvent(work), PrimitiveArrayTypeInfo.LONG_PRIMITIVE_ARRAY_TYPE_INFO)
+                    .name("burn")
+                    .setMaxParallelism(128)
+                    .sinkTo(new WaitingSink(sinkWaitUs, sinkWaitFile))
+                    .name("store")
+                    .setMaxParallelism(128);
+        } else {
+            throw new IllegalArgumentException("--topology must be single or chain, not " + topology);
+        }
         env.execute("foresail-trace-load");
+    }
+
+    /** {@code rounds} rounds of a 64-bit LCG with a xor-shift: CPU work the JIT cannot remove. */
+    static long hashRounds(long value, int rounds) {
+        long x = value;
+        for (int i = 0; i < rounds; i++) {
+            x = x * 6364136223846793005L + 1442695040888963407L;
+            x ^= x >>> 29;
+        }
+        return x;
     }
 
     /** Due records of a trace: prefix sums over per-second counts, read again when the file changes. */
@@ -227,14 +272,126 @@ public class TraceLoadJob {
 
         @Override
         public Long map(Long value) throws Exception {
-            long x = value;
-            for (int i = 0; i < work; i++) {
-                x = x * 6364136223846793005L + 1442695040888963407L;
-                x ^= x >>> 29;
-            }
+            long x = hashRounds(value, work);
             Long count = seen.value();
             seen.update(count == null ? 1L : count + 1L);
             return x;
         }
+    }
+
+    /**
+     * The chain's parse step: cheap, stateless CPU work that turns a record into a 256-byte event (its
+     * number first). Events this size keep the data in flight between vertices small (16 per 4 KiB network
+     * buffer), so a load step reaches the sink in seconds.
+     */
+    static final class Parse implements MapFunction<Long, long[]> {
+        static final int EVENT_LONGS = 32;
+        private final int work;
+
+        Parse(int work) {
+            this.work = work;
+        }
+
+        @Override
+        public long[] map(Long value) {
+            long[] event = new long[EVENT_LONGS];
+            event[0] = value;
+            event[1] = hashRounds(value, work);
+            return event;
+        }
+    }
+
+    /** The chain's keyed, CPU-bound step: {@link Burn}'s work and per-key counter on an event. */
+    static final class BurnEvent extends RichMapFunction<long[], long[]> {
+        private final int work;
+        private transient ValueState<Long> seen;
+
+        BurnEvent(int work) {
+            this.work = work;
+        }
+
+        @Override
+        public void open(OpenContext context) {
+            seen = getRuntimeContext().getState(new ValueStateDescriptor<>("seen", Types.LONG));
+        }
+
+        @Override
+        public long[] map(long[] event) throws Exception {
+            event[2] = hashRounds(event[0], work);
+            Long count = seen.value();
+            seen.update(count == null ? 1L : count + 1L);
+            return event;
+        }
+    }
+
+    /** A sink bounded by a per-record wait (an external store's round trip): busy time, little CPU. */
+    static final class WaitingSink implements Sink<long[]> {
+        private final long waitUs;
+        private final String waitFile;
+
+        WaitingSink(long waitUs, String waitFile) {
+            this.waitUs = waitUs;
+            this.waitFile = waitFile;
+        }
+
+        @Override
+        public SinkWriter<long[]> createWriter(WriterInitContext context) {
+            WaitingWriter writer = new WaitingWriter(waitUs, waitFile);
+            context.metricGroup().gauge("sinkWaitUs", (Gauge<Long>) () -> writer.waitNs / 1000);
+            return writer;
+        }
+    }
+
+    /**
+     * Waits {@code waitNs} per record on average. Waits are owed and paid in parks of at least 1 ms, and an
+     * overshoot is credited to the next records, so the sink's capacity is 10^9 / waitNs records/s per
+     * subtask however coarse the OS timer is.
+     */
+    static final class WaitingWriter implements SinkWriter<long[]> {
+        private final Path waitFile;
+        private volatile long waitNs;
+        private long owedNs = 0;
+        private long checkedAtMs = 0;
+        private long modified = -1;
+
+        WaitingWriter(long waitUs, String waitFile) {
+            this.waitNs = waitUs * 1000;
+            this.waitFile = waitFile == null ? null : Paths.get(waitFile);
+        }
+
+        @Override
+        public void write(long[] event, Context context) throws IOException {
+            refresh();
+            owedNs += waitNs;
+            if (owedNs >= 1_000_000) {
+                long started = System.nanoTime();
+                LockSupport.parkNanos(owedNs);
+                owedNs -= System.nanoTime() - started;
+            }
+        }
+
+        private void refresh() throws IOException {
+            long now = System.currentTimeMillis();
+            if (waitFile == null || now - checkedAtMs < 1000) {
+                return;
+            }
+            checkedAtMs = now;
+            if (!Files.exists(waitFile)) {
+                return;
+            }
+            long stamp = Files.getLastModifiedTime(waitFile).toMillis();
+            if (stamp != modified) {
+                modified = stamp;
+                String text = Files.readString(waitFile).trim();
+                waitNs = text.isEmpty() ? waitNs : Long.parseLong(text) * 1000;
+                owedNs = 0;
+            }
+        }
+
+        @Override
+        public void flush(boolean endOfInput) {}
+
+        @Override
+        public void close() {}
     }
 }

@@ -4,11 +4,8 @@ Capacity per scale-out (capacity model), the workload forecast (forecaster), the
 of every candidate (recovery prediction with the learned downtimes), and the observed recovery of past
 rescales (handed to the recovery monitor, which runs off the loop).
 
-Memory-aware analysis (given `memory_levels`): a stateful job learns capacity per memory level (one model
-per level; per level and scale-out for an operator that reads through the block cache, whose unseen
-configurations come from the cache curve, memory/curve.py), and the Assessment carries the other known
-levels' capacities and recoveries. A stateless job, or one whose memory cannot be told, is analysed
-exactly as without memory levels.
+Extensions (mape/extensions.py) may choose the capacity model of a window, refine the capacity estimate
+and add to the Assessment: the memory-aware analysis (memory/analysis.py) plugs in so.
 """
 
 from __future__ import annotations
@@ -18,12 +15,14 @@ import math
 import numpy as np
 
 from capacity.model import valid_windows
+from capacity.rows import RowGroups, stacked
+from mape import plausibility
+from mape.extensions import AnalysisExtension
 from mape.knowledge import Knowledge
-from mape.types import Assessment, MemoryAssessment, Observation
-from memory.curve import capacities_at, observed_curve
-from memory.levels import MemoryLevels
+from mape.vertex_analysis import analyse_vertices, job_level_only, with_needed_parallelism
+from messages.types import Assessment, Observation, WorkerSeries
 from recovery.downtime import direction_of
-from recovery.predict import predict_recovery_s, replay_records
+from recovery.predict import predict_recoveries_s, replay_records
 
 
 class Analyzer:
@@ -39,10 +38,13 @@ class Analyzer:
         saturated_backlog_s: float,
         checkpoint_interval_s: float,
         forecasting: bool = True,
-        memory_levels: MemoryLevels | None = None,
+        extensions: tuple[AnalysisExtension, ...] = (),
+        capacity_model: str = "dag",
     ) -> None:
         self.max_scaleout = max_scaleout
-        self.memory_levels = memory_levels
+        self.extensions = extensions
+        self.capacity_model = capacity_model
+        """'dag': bound the job-level capacities by the per-vertex true rates where task metrics exist."""
         self.saturated_backlog_s = saturated_backlog_s
         self.checkpoint_interval_s = checkpoint_interval_s
         self.forecasting = forecasting
@@ -51,6 +53,9 @@ class Analyzer:
 
     def assess(self, observation: Observation, knowledge: Knowledge) -> Assessment:
         problems = list(observation.problems)
+        implausible = plausibility.check(observation, knowledge.last_backlog_records)
+        problems.extend(map(str, implausible))
+        knowledge.last_backlog_records = observation.backlog_records
         rates = observation.input_rate_rps[np.isfinite(observation.input_rate_rps)]
         if len(rates) == 0:
             problems.append("no input-rate samples in the window")
@@ -63,27 +68,36 @@ class Analyzer:
             problems.append(f"parallelism unknown ({current})")
             current = knowledge.last_target_scaleout or 1
 
-        level, stateful = self._memory_state(observation, knowledge)
-        per_level = stateful and level is not None
-        reads = per_level and bool(knowledge.memory.history.readers)
         capacity = knowledge.capacity
-        if per_level:  # a cache reader's lines hold for one configuration only (memory/capacities.py)
-            capacity = knowledge.memory.capacities.model(level, current if reads else None)
+        for extension in self.extensions:  # every one learns from the window; the first model wins
+            model = extension.capacity_model(observation, knowledge, current)
+            if model is not None and capacity is knowledge.capacity:
+                capacity = model
         windows = valid_windows(
             observation.workers, observation.uptime_s, observation.time_s, capacity.settings.warmup_s
         )
         throughput_rps = sum(w.throughput_mean_rps for w in windows)
         saturated = bool(windows) and backlog >= self.saturated_backlog_s * throughput_rps
-        capacity.learn(windows, observation.time_s, saturated)
+        if not implausible:  # never learn from data that cannot be true
+            capacity.learn(windows, observation.time_s, saturated)
         estimate = capacity.estimate(windows, current, self.max_scaleout, observation.time_s, saturated)
+        for extension in self.extensions:
+            estimate = extension.refine_estimate(knowledge, windows, current, estimate)
         capacities_rps, capacity_sources = estimate.per_scaleout_rps, estimate.sources
-        if reads:
-            _observe_balance(knowledge, windows, current)
-            capacities_rps, capacity_sources = self._cache_aware(
-                knowledge, level, capacities_rps, capacity_sources
+        if self.capacity_model == "dag":
+            hottest_cpu = max((w.cpu_mean for w in windows), default=math.nan)
+            view = analyse_vertices(
+                observation,
+                knowledge.dag,
+                capacities_rps,
+                capacity_sources,
+                current,
+                self.max_scaleout,
+                hottest_cpu,
             )
-            if estimate.current_rps is not None:
-                capacities_rps[current] = estimate.current_rps
+        else:
+            view = job_level_only(capacities_rps, capacity_sources, "capacity.model: job")
+        capacities_rps, capacity_sources = view.capacities_rps, view.sources
         if current not in capacities_rps:
             problems.append("no capacity known for the current scale-out yet")
 
@@ -99,13 +113,14 @@ class Analyzer:
             recovery_s = self._recovery_per_candidate(
                 observation, capacities_rps, forecast.rates_rps, backlog, current, knowledge
             )
-        memory = None
-        if self.memory_levels is not None and (stateful or observation.operators):
-            memory = self._memory_assessment(
-                observation, knowledge, level, stateful, forecast.rates_rps if forecast else None, backlog
+        vertices = view.vertices
+        if vertices and len(rates):  # DS2's walk from the forecast peak (without a forecast: the window's)
+            peak_rps = float(np.max(forecast.rates_rps)) if forecast is not None else float(rates.max())
+            vertices = with_needed_parallelism(
+                vertices, observation, knowledge.dag, peak_rps, self.max_scaleout
             )
 
-        return Assessment(
+        assessment = Assessment(
             time_s=observation.time_s,
             current_scaleout=current,
             workload_avg_rps=float(rates.mean()) if len(rates) else math.nan,
@@ -122,82 +137,15 @@ class Analyzer:
             warming_up=not windows,
             problems=tuple(problems),
             cpu_utilization=float(np.mean([w.cpu_mean for w in windows])) if windows else math.nan,
-            memory=memory,
+            capacity_model=view.model,
+            capacity_model_reason=view.reason,
+            bottleneck_vertex=view.bottleneck,
+            vertices=vertices,
             **_worker_rates(observation, capacity.settings.warmup_s),
         )
-
-    def _cache_aware(
-        self, knowledge: Knowledge, level: int, per_scaleout: dict[int, float], sources: dict[int, str]
-    ) -> tuple[dict[int, float], dict[int, str]]:
-        """Capacities at `level` with the unseen scale-outs taken from the cache curve over every level's
-        observations (memory/curve.py); unchanged while nothing was observed."""
-        curve = observed_curve(knowledge.memory.capacities, self.memory_levels)
-        if not curve:
-            return dict(per_scaleout), dict(sources)
-        return capacities_at(level, knowledge.memory.capacities, self.memory_levels, curve, self.max_scaleout)
-
-    def _memory_state(self, observation: Observation, knowledge: Knowledge) -> tuple[int | None, bool]:
-        """The memory level the job runs at and whether it is stateful (False without memory levels).
-
-        The level comes from the observed managed memory, else from the last one known; stateful is
-        remembered per operator, so a window that lost the state metrics does not switch models.
-        """
-        if self.memory_levels is None:
-            return None, False
-        history = knowledge.memory.history
-        history.observe(observation.operators)
-        if observation.managed_memory_mb is not None and math.isfinite(observation.managed_memory_mb):
-            knowledge.memory.level = self.memory_levels.level_of(observation.managed_memory_mb)
-        return knowledge.memory.level, bool(history.stateful)
-
-    def _memory_assessment(
-        self,
-        observation: Observation,
-        knowledge: Knowledge,
-        level: int | None,
-        stateful: bool,
-        forecast_rps: np.ndarray | None,
-        backlog_records: float,
-    ) -> MemoryAssessment | None:
-        """Current level, the operators' signals, and capacity and recovery at every other known level."""
-        managed_mb = observation.managed_memory_mb
-        if managed_mb is None or not math.isfinite(managed_mb):
-            if level is None:
-                return None  # neither observed nor ever set: memory cannot be reasoned about
-            managed_mb = self.memory_levels.managed_mb(level)
-        capacities, recoveries = {}, {}
-        if stateful and level is not None:
-            if knowledge.memory.history.readers:
-                capacities = {
-                    other: self._cache_aware(knowledge, other, {}, {})[0]
-                    for other in knowledge.memory.capacities.known_levels()
-                    if other != level
-                }
-            else:
-                capacities = knowledge.memory.capacities.estimates(
-                    self.max_scaleout, observation.time_s, skip=level
-                )
-            if forecast_rps is not None:
-                per_second = _per_second(
-                    observation.input_timestamps_s, observation.input_rate_rps, observation.time_s
-                )
-                replay = replay_records(per_second, self.checkpoint_interval_s)
-                downtime_s = knowledge.downtime.estimate("out")  # new memory: every pod restarts
-                recoveries = {
-                    other: {
-                        n: predict_recovery_s(c, forecast_rps, backlog_records, replay, downtime_s)
-                        for n, c in per_scaleout.items()
-                    }
-                    for other, per_scaleout in capacities.items()
-                }
-        return MemoryAssessment(
-            level=level,
-            managed_mb=float(managed_mb),
-            stateful=stateful,
-            operators=observation.operators,
-            capacities_by_level=capacities,
-            recovery_by_level=recoveries,
-        )
+        for extension in self.extensions:
+            assessment = extension.refine(observation, knowledge, assessment)
+        return assessment
 
     def _recovery_per_candidate(
         self,
@@ -209,20 +157,22 @@ class Analyzer:
         knowledge: Knowledge,
     ) -> dict[int, float]:
         """Predicted recovery (s) of a restart at each candidate scale-out (the current one: a failure)."""
-        per_second = _per_second(
-            observation.input_timestamps_s, observation.input_rate_rps, observation.time_s
-        )
-        replay = replay_records(per_second, self.checkpoint_interval_s)
-        return {
-            scaleout: predict_recovery_s(
-                capacity,
-                forecast_rps,
-                backlog_records,
-                replay,
-                knowledge.downtime.estimate(direction_of(current, scaleout)),
-            )
-            for scaleout, capacity in capacities_rps.items()
-        }
+        rates = per_second(observation.input_timestamps_s, observation.input_rate_rps, observation.time_s)
+        replay = replay_records(rates, self.checkpoint_interval_s)
+        scaleouts = list(capacities_rps)
+        capacities = np.array([capacities_rps[n] for n in scaleouts], dtype=float)
+        outward = np.array([direction_of(current, n) == "out" for n in scaleouts], dtype=bool)
+        recovery = np.full(len(scaleouts), math.inf)
+        for direction, rows in (("out", outward), ("in", ~outward)):
+            if rows.any():
+                recovery[rows] = predict_recoveries_s(
+                    capacities[rows],
+                    forecast_rps,
+                    backlog_records,
+                    replay,
+                    knowledge.downtime.estimate(direction),
+                )
+        return dict(zip(scaleouts, recovery.tolist(), strict=True))
 
     @staticmethod
     def _learn_recoveries(knowledge: Knowledge) -> None:
@@ -232,44 +182,76 @@ class Analyzer:
             knowledge.new_recoveries.append(observed)
 
 
-def _observe_balance(knowledge: Knowledge, windows: list, current: int) -> None:
-    """How evenly the keys spread at this scale-out: mean over max of the workers' throughputs (for the
-    cache curve); only from a window in which every worker reported."""
-    throughputs = [w.throughput_mean_rps for w in windows]
-    if len(throughputs) == current and max(throughputs, default=0.0) > 0:
-        knowledge.memory.capacities.observe_balance(current, float(np.mean(throughputs) / max(throughputs)))
-
-
 def _worker_rates(observation: Observation, warmup_s: float) -> dict[str, tuple[float, ...]]:
     """Per worker, mean throughput and busy ratio over the samples past the warm-up (DS2's and the Flink
-    operator's inputs); workers without such samples are left out."""
+    operator's inputs); workers without such samples are left out. Workers whose series have one length
+    are summarised together (capacity/rows.py), with the same result."""
     uptime_s = observation.uptime_s
     started_s = (
         observation.time_s - uptime_s if uptime_s is not None and math.isfinite(uptime_s) else -math.inf
     )
-    throughputs, busy = [], []
-    for worker in observation.workers:
-        keep = np.isfinite(worker.throughput_rps) & (worker.timestamps_s >= started_s + warmup_s)
-        if not keep.any():
-            continue
-        throughputs.append(float(worker.throughput_rps[keep].mean()))
-        ratios = worker.busy_ratio[keep] if worker.busy_ratio is not None else np.array([math.nan])
-        busy.append(float(ratios.mean()) if np.isfinite(ratios).all() else math.nan)
-    return {"worker_throughput_rps": tuple(throughputs), "worker_busy_ratio": tuple(busy)}
+    workers = observation.workers
+    timestamps = stacked([w.timestamps_s for w in workers])
+    if timestamps is None:
+        rates = [_worker_rate(w, started_s + warmup_s) for w in workers]
+        kept = [r for r in rates if r is not None]
+        return {
+            "worker_throughput_rps": tuple(t for t, _ in kept),
+            "worker_busy_ratio": tuple(b for _, b in kept),
+        }
+    throughput = stacked([w.throughput_rps for w in workers])
+    keep = np.isfinite(throughput) & (timestamps >= started_s + warmup_s)
+    rows = RowGroups(keep)
+    nan_row = np.full(timestamps.shape[1], np.nan)
+    busy = stacked([nan_row if w.busy_ratio is None else w.busy_ratio for w in workers])
+    busy_means = np.where((np.isfinite(busy) | ~keep).all(axis=1), rows.means(busy), np.nan)
+    reported = rows.counts > 0
+    return {
+        "worker_throughput_rps": tuple(rows.means(throughput)[reported].tolist()),
+        "worker_busy_ratio": tuple(busy_means[reported].tolist()),
+    }
+
+
+def _worker_rate(worker: WorkerSeries, from_s: float) -> tuple[float, float] | None:
+    """One worker's mean throughput and busy ratio over its samples from `from_s` on (None without any)."""
+    keep = np.isfinite(worker.throughput_rps) & (worker.timestamps_s >= from_s)
+    if not keep.any():
+        return None
+    ratios = worker.busy_ratio[keep] if worker.busy_ratio is not None else np.array([math.nan])
+    busy = float(ratios.mean()) if np.isfinite(ratios).all() else math.nan
+    return float(worker.throughput_rps[keep].mean()), busy
 
 
 def _total_throughput(observation: Observation) -> np.ndarray:
-    """Job throughput at each input-rate timestamp; NaN where no worker reported (the job was down)."""
-    total = np.full(len(observation.input_timestamps_s), np.nan)
-    for worker in observation.workers:
-        values = np.interp(
-            observation.input_timestamps_s, worker.timestamps_s, worker.throughput_rps, np.nan, np.nan
-        )
-        total = np.where(np.isnan(total), values, total + np.nan_to_num(values))
-    return total
+    """Job throughput at each input-rate timestamp; NaN where no worker reported (the job was down).
+
+    The workers' values add up in worker order, as one running sum per timestamp."""
+    stamps = observation.input_timestamps_s
+    if not observation.workers:
+        return np.full(len(stamps), np.nan)
+    timestamps = stacked([w.timestamps_s for w in observation.workers])
+    if (
+        timestamps is not None
+        and timestamps.shape[1] == len(stamps) > 0
+        and np.all(timestamps == stamps)
+        and np.all(np.diff(stamps) > 0)
+    ):
+        # sampled at the input rate's (increasing) timestamps: interpolation returns the samples themselves
+        values = stacked([w.throughput_rps for w in observation.workers])
+    else:
+        values = np.array(
+            [np.interp(stamps, w.timestamps_s, w.throughput_rps, np.nan, np.nan) for w in observation.workers]
+        ).reshape(len(observation.workers), -1)
+    reported = ~np.isnan(values)
+    first = reported.argmax(axis=0)  # the first worker with a value starts the sum; later NaNs add 0
+    columns = np.arange(values.shape[1])
+    addends = np.nan_to_num(values)
+    addends[first, columns] = values[first, columns]
+    total = np.cumsum(addends, axis=0)[-1]
+    return np.where(reported.any(axis=0), total, np.nan)
 
 
-def _per_second(timestamps_s: np.ndarray, rates_rps: np.ndarray, now_s: float) -> np.ndarray:
+def per_second(timestamps_s: np.ndarray, rates_rps: np.ndarray, now_s: float) -> np.ndarray:
     """The window's input rate on a one-second grid ending at now (for the replay estimate)."""
     known = np.isfinite(rates_rps)
     if not known.any():

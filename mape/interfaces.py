@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from mape.types import Observation
+from messages.types import Observation
 
 
 class MetricsSource(Protocol):

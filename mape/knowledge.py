@@ -1,13 +1,26 @@
 """Knowledge: what the loop has learned, and its durable store.
 
 SQLite gives atomic, crash-safe commits (a `kill -9` at any moment leaves either the previous or the new
-iteration's state, never a torn file), so each iteration is saved in one transaction.
+iteration's state, never a torn file), so each iteration is saved in one transaction with
+`synchronous=FULL` and checkpointed into the main file before `save` returns: no saved iteration depends
+on the `-wal` file surviving. Then a copy of the main file replaces the one kept beside it
+(`<path>.snapshot`, written aside and renamed). A store that fails SQLite's integrity check or cannot be
+read back is moved aside (`<path>.corrupt-<time>`) with a loud warning, and the daemon resumes from the
+snapshot (or starts fresh). The snapshot holds every iteration whose `save` returned, so even a file torn
+by a kill in the middle of a checkpoint, then a deleted `-wal`, loses nothing saved and never causes a
+crash loop. One daemon per store: a lock file (`<path>.lock`, flock) makes a second one fail at start with
+`StoreBusy`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
+import shutil
 import sqlite3
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
@@ -16,18 +29,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import structlog
+
+from capacity.dag import DagModel, DagSettings
 from capacity.model import CapacityModel, CapacitySettings
 from forecasting.online import ModelSource, WorkloadForecaster
 from forecasting.types import ForecastSettings
-from mape.types import Decision
-from memory.history import OperatorDecision
-from memory.knowledge import MemoryKnowledge
+from mape.extensions import ExtensionState
+from messages.types import Decision
 from recovery.downtime import DowntimeModel
 from recovery.monitor import RecoveryMonitor
 from recovery.tracker import ObservedRecovery
 
 RECENT_DECISIONS = 100
 MODEL_BLOB = "forecaster_model"
+CORE_STATE = ("capacity", "dag", "forecaster", "downtime", "recovery", "loop")
+"""The core's keys in the saved state; an extension's state is saved under its name beside them."""
+
+ATTACHED = "attached:"
+"""State keys of what the store keeps for others in the same transaction (e.g. the twin's job state)."""
+
+
+class StoreBusy(RuntimeError):
+    """Another daemon holds the knowledge store."""
 
 
 @dataclass(frozen=True)
@@ -35,6 +59,7 @@ class KnowledgeSettings:
     """How to build each learned model, fresh or from its saved state."""
 
     capacity: CapacitySettings = field(default_factory=CapacitySettings)
+    dag: DagSettings = field(default_factory=DagSettings)
     forecast: ForecastSettings = field(default_factory=ForecastSettings)
     downtime_out_s: float = 30.0
     downtime_in_s: float = 15.0
@@ -45,6 +70,14 @@ class KnowledgeSettings:
     """Runs fits and recovery watches off the loop: None = a thread each; an inline one in simulations."""
     model_source: Callable[[], ModelSource | None] = lambda: None
     """Where the forecaster finds retrained models (the registry, forecasting/registry.py); None = none."""
+    extension_factories: dict[str, Callable[[dict], ExtensionState]] = field(default_factory=dict)
+    """Per analysis extension (mape/extensions.py), how to rebuild its state from the saved dict ({} when
+    none was saved); its name is its key in the saved state, so it must not be one of the core's."""
+
+    def __post_init__(self) -> None:
+        for name in self.extension_factories:
+            if not name.isidentifier() or name in CORE_STATE:
+                raise ValueError(f"knowledge extension name {name!r} is not an identifier or is taken")
 
 
 @dataclass
@@ -52,11 +85,13 @@ class Knowledge:
     """Everything that must survive a restart of the daemon."""
 
     capacity: CapacityModel = field(default_factory=CapacityModel)
+    dag: DagModel = field(default_factory=DagModel)
+    """Per-vertex true rates, selectivities and key-group loads (the job graph's capacity)."""
     forecaster: WorkloadForecaster = field(default_factory=lambda: WorkloadForecaster(ForecastSettings()))
     downtime: DowntimeModel = field(default_factory=DowntimeModel)
     recovery: RecoveryMonitor = field(default_factory=RecoveryMonitor)
-    memory: MemoryKnowledge = field(default_factory=MemoryKnowledge)
-    """Capacity per memory level and the operators' memory decisions (memory-aware policy only)."""
+    extensions: dict[str, ExtensionState] = field(default_factory=dict)
+    """What the analysis extensions learned, by name (e.g. capacity per memory level, memory/analysis.py)."""
     iteration: int = 0
     last_time_s: float | None = None
     last_rescale_s: float | None = None
@@ -64,6 +99,8 @@ class Knowledge:
     recent_decisions: deque[Decision] = field(default_factory=lambda: deque(maxlen=RECENT_DECISIONS))
     new_recoveries: list[ObservedRecovery] = field(default_factory=list)
     """Recoveries observed this iteration: stored with it, then cleared."""
+    last_backlog_records: float | None = None
+    """Backlog of the previous observation (the plausibility checks compare against it; not persisted)."""
 
     @classmethod
     def fresh(cls, settings: KnowledgeSettings) -> Knowledge:
@@ -76,6 +113,7 @@ class Knowledge:
         forecaster_state = state.get("forecaster")
         knowledge = cls(
             capacity=CapacityModel.from_dict(state.get("capacity", {}), settings.capacity),
+            dag=DagModel.from_dict(state.get("dag", {}), settings.dag),
             forecaster=(
                 WorkloadForecaster.from_state(
                     forecaster_state,
@@ -98,7 +136,9 @@ class Knowledge:
                 if "recovery" in state
                 else RecoveryMonitor(settings.executor(), **monitor_options)
             ),
-            memory=MemoryKnowledge.from_dict(state.get("memory", {}), settings.capacity),
+            extensions={
+                name: make(state.get(name, {})) for name, make in settings.extension_factories.items()
+            },
         )
         loop = state.get("loop", {})
         knowledge.iteration = int(loop.get("iteration", 0))
@@ -111,9 +151,9 @@ class Knowledge:
         """JSON-serialisable parts by key; the forecaster's fitted model rides along as bytes."""
         state: dict[str, Any] = {
             "capacity": self.capacity.to_dict(),
+            "dag": self.dag.to_dict(),
             "downtime": self.downtime.to_dict(),
             "recovery": self.recovery.to_dict(),
-            "memory": self.memory.to_dict(),
             "loop": {
                 "iteration": self.iteration,
                 "last_time_s": self.last_time_s,
@@ -123,6 +163,7 @@ class Knowledge:
         }
         if with_forecaster:
             state["forecaster"] = self.forecaster.state_dict()
+        state.update((name, extension.to_dict()) for name, extension in self.extensions.items())
         return state
 
     def close(self) -> None:
@@ -134,21 +175,67 @@ class Knowledge:
 class KnowledgeStore:
     """Persists `Knowledge` in a SQLite file; ':memory:' keeps it for the process only."""
 
-    def __init__(self, path: str | Path, decision_history: int = 10_000) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        decision_history: int = 10_000,
+        log: structlog.typing.FilteringBoundLogger | None = None,
+    ) -> None:
         self.path = str(path)
         self.decision_history = decision_history
-        if self.path != ":memory:":
+        self.log = log or structlog.get_logger("foresail.knowledge")
+        self.attachments: dict[str, Callable[[], dict[str, Any]]] = {}
+        """Named state providers saved with every iteration (read back with `attached`)."""
+        self._lock_file = None
+        if self.durable:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        self._db.execute("CREATE TABLE IF NOT EXISTS blobs (key TEXT PRIMARY KEY, value BLOB)")
-        for table in ("decisions", "recoveries", "memory_decisions"):
-            self._db.execute(
-                f"CREATE TABLE IF NOT EXISTS {table} (id INTEGER PRIMARY KEY AUTOINCREMENT, "
-                "iteration INTEGER NOT NULL, time_s REAL NOT NULL, body TEXT NOT NULL)"
-            )
+            self._lock_file = _lock(Path(f"{self.path}.lock"), self.path)
+        self._db = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        """The store's connection, after checking its integrity (a damaged file is replaced, see above)."""
+        try:
+            return self._connect()
+        except sqlite3.DatabaseError as error:
+            self._replace_damaged(f"{type(error).__name__}: {error}")
+            return self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
+            check = db.execute("PRAGMA quick_check").fetchone()[0]
+            if check != "ok":
+                raise sqlite3.DatabaseError(f"integrity check failed: {check}")
+            db.execute("CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            db.execute("CREATE TABLE IF NOT EXISTS blobs (key TEXT PRIMARY KEY, value BLOB)")
+            for table in ("decisions", "recoveries"):
+                _create_journal(db, table)
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _replace_damaged(self, reason: str) -> None:
+        """Move the damaged store aside and put the last good snapshot (if any) in its place."""
+        if not self.durable:
+            raise sqlite3.DatabaseError(reason)
+        aside = f"{self.path}.corrupt-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}"
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(self.path + suffix, aside + suffix)
+        snapshot = Path(f"{self.path}.snapshot")
+        restored = snapshot.is_file() and _sound(snapshot)
+        if restored:
+            shutil.copyfile(snapshot, self.path)
+        self.log.error(
+            "knowledge-store-damaged",
+            path=self.path,
+            reason=reason,
+            moved_to=aside,
+            resumed_from="snapshot" if restored else "nothing: starting fresh",
+        )
 
     @property
     def durable(self) -> bool:
@@ -156,8 +243,28 @@ class KnowledgeStore:
         return self.path != ":memory:"
 
     def load(self, settings: KnowledgeSettings | None = None) -> Knowledge:
-        """The last committed knowledge, or a fresh one for an empty store."""
+        """The last committed knowledge, or a fresh one for an empty store. A store whose content cannot be
+        read back is treated as damaged (moved aside; the snapshot or a fresh start)."""
+        try:
+            return self._load(settings)
+        except Exception as error:
+            if not self.durable:
+                raise
+            self._db.close()
+            self._replace_damaged(f"unreadable content: {type(error).__name__}: {error}")
+            self._db = self._open()
+            try:
+                return self._load(settings)
+            except Exception as again:  # the snapshot is unreadable too: start from nothing
+                self._db.close()
+                Path(f"{self.path}.snapshot").unlink(missing_ok=True)
+                self._replace_damaged(f"snapshot unreadable: {type(again).__name__}: {again}")
+                self._db = self._open()
+                return self._load(settings)
+
+    def _load(self, settings: KnowledgeSettings | None) -> Knowledge:
         state = {key: json.loads(value) for key, value in self._db.execute("SELECT key, value FROM state")}
+        state = {key: value for key, value in state.items() if not key.startswith(ATTACHED)}
         if "forecaster" in state:
             row = self._db.execute("SELECT value FROM blobs WHERE key = ?", (MODEL_BLOB,)).fetchone()
             state["forecaster"]["model"] = row[0] if row else None
@@ -168,10 +275,16 @@ class KnowledgeStore:
         knowledge.recent_decisions.extend(Decision.from_dict(json.loads(body)) for (body,) in reversed(rows))
         return knowledge
 
+    def attached(self, name: str) -> dict[str, Any] | None:
+        """The state an attachment saved with the last iteration (None: never saved)."""
+        row = self._db.execute("SELECT value FROM state WHERE key = ?", (ATTACHED + name,)).fetchone()
+        return json.loads(row[0]) if row else None
+
     def save(self, knowledge: Knowledge, decision: Decision | None) -> None:
         """Write the iteration's knowledge, decision and observed recoveries in one transaction."""
         state = knowledge.to_state(with_forecaster=self.durable)
         model = state["forecaster"].pop("model", None) if "forecaster" in state else None
+        state.update({ATTACHED + name: provide() for name, provide in self.attachments.items()})
         with self._transaction():
             self._db.executemany(
                 "INSERT OR REPLACE INTO state (key, value) VALUES (?, ?)",
@@ -189,10 +302,24 @@ class KnowledgeStore:
                 )
             for recovery in knowledge.new_recoveries:
                 self._append("recoveries", knowledge.iteration, recovery.rescale_s, recovery.to_dict())
-            for entry in knowledge.memory.history.new_records:
-                self._append("memory_decisions", knowledge.iteration, entry.time_s, entry.to_dict())
+            for name, extension in knowledge.extensions.items():
+                if extension.new_records:
+                    _create_journal(self._db, _journal(name))
+                for record in extension.new_records:
+                    self._append(_journal(name), knowledge.iteration, record.time_s, record.to_dict())
+        if self.durable:
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the main file holds every saved iteration
+            self._snapshot()
         knowledge.new_recoveries.clear()
-        knowledge.memory.history.new_records.clear()
+        for extension in knowledge.extensions.values():
+            extension.new_records.clear()
+
+    def _snapshot(self) -> None:
+        """A copy of the just-checkpointed store beside it (the fallback for a damaged store): the main
+        file alone holds every saved iteration now, so a file copy, renamed into place, is consistent."""
+        temporary = f"{self.path}.snapshot.tmp"
+        shutil.copyfile(self.path, temporary)
+        os.replace(temporary, f"{self.path}.snapshot")
 
     def decisions(self) -> list[Decision]:
         """The stored decision history, oldest first."""
@@ -204,14 +331,17 @@ class KnowledgeStore:
         rows = self._db.execute("SELECT body FROM recoveries ORDER BY id").fetchall()
         return [ObservedRecovery.from_dict(json.loads(body)) for (body,) in rows]
 
-    def memory_decisions(self, operator: str | None = None) -> list[OperatorDecision]:
-        """Every operator's memory-relevant reconfigurations (or one operator's), oldest first."""
-        rows = self._db.execute("SELECT body FROM memory_decisions ORDER BY id").fetchall()
-        entries = [OperatorDecision.from_dict(json.loads(body)) for (body,) in rows]
-        return [e for e in entries if operator is None or e.operator == operator]
+    def records(self, extension: str) -> list[dict]:
+        """Every record an analysis extension kept (`ExtensionState.new_records`), oldest first."""
+        _create_journal(self._db, _journal(extension))
+        rows = self._db.execute(f"SELECT body FROM {_journal(extension)} ORDER BY id").fetchall()
+        return [json.loads(body) for (body,) in rows]
 
     def close(self) -> None:
         self._db.close()
+        if self._lock_file is not None:
+            self._lock_file.close()  # releases the lock
+            self._lock_file = None
 
     def _append(self, table: str, iteration: int, time_s: float, body: dict) -> None:
         self._db.execute(
@@ -228,3 +358,48 @@ class KnowledgeStore:
             self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
+
+
+def _create_journal(db: sqlite3.Connection, table: str) -> None:
+    """An append-only table of per-iteration records (decisions, recoveries, an extension's records)."""
+    db.execute(
+        f"CREATE TABLE IF NOT EXISTS {table} (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+        "iteration INTEGER NOT NULL, time_s REAL NOT NULL, body TEXT NOT NULL)"
+    )
+
+
+def _journal(extension: str) -> str:
+    """The table of an extension's records (`memory_decisions` for the memory extension)."""
+    return f"{extension}_decisions"
+
+
+def _lock(lock_path: Path, store: str):
+    """Hold an exclusive lock on `lock_path` for the life of the returned file, or raise `StoreBusy`."""
+    handle = lock_path.open("a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "?"
+        handle.close()
+        raise StoreBusy(
+            f"knowledge store {store} is in use by another foresail daemon (pid {holder}); stop it, or give "
+            "this one its own knowledge.path"
+        ) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(str(os.getpid()))
+    handle.flush()
+    return handle
+
+
+def _sound(path: Path) -> bool:
+    """Whether a SQLite file opens and passes the integrity check."""
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            return db.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+        finally:
+            db.close()
+    except sqlite3.DatabaseError:
+        return False

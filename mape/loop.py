@@ -2,7 +2,8 @@
 
 A phase that fails is logged and the iteration holds: nothing raises out of `iterate`. A decision that
 changes the managed memory goes to the target's `reconfigure` (a restart like a rescale) and, once
-executed, into each stateful operator's decision history.
+executed, to the analysis extensions (mape/extensions.py), which learn from it (the memory extension: each
+stateful operator's decision history).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from mape.analyze import Analyzer
 from mape.interfaces import MetricsSource, ScalingTarget
 from mape.knowledge import Knowledge, KnowledgeStore
 from mape.plan import GuardedPlan
-from mape.types import Assessment, Decision, Observation
+from mape.skew import IMBALANCE_THRESHOLD, SkewKnowledge, skew_of
+from messages.types import Assessment, Decision, Observation
 from recovery.downtime import direction_of
 from recovery.tracker import ObservedRecovery
 
@@ -33,6 +35,8 @@ class IterationResult:
     executed: bool = False
     recoveries: list[ObservedRecovery] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
+    skew: dict[str, dict] = field(default_factory=dict)
+    """Per keyed vertex name, its imbalance and whether it persists (mape/skew.py), for the metrics."""
 
 
 class MapeLoop:
@@ -76,6 +80,9 @@ class MapeLoop:
                 result.decision = self.plan.decide(result.assessment, knowledge)
             except Exception as error:
                 result.errors["plan"] = _describe(error)
+        skew = skew_of(knowledge)
+        if skew is not None:
+            result.skew = {v.name: _skew_fields(v) for v in skew.vertices.values()}
         if result.decision is None:
             current = knowledge.last_target_scaleout or 0
             result.decision = Decision(
@@ -120,21 +127,11 @@ class MapeLoop:
                     else direction_of(decision.current_scaleout, decision.target_scaleout)
                 )
                 knowledge.recovery.start(result.time_s, direction, predicted_s, self.recovery_target_s)
-                self._remember_memory(result.assessment, decision, memory_applied)
+                for extension in self.analyzer.extensions:
+                    extension.after_execute(result.assessment, decision, memory_applied, knowledge)
                 return
         if result.observation is not None and result.observation.parallelism:
             knowledge.last_target_scaleout = result.observation.parallelism
-
-    def _remember_memory(self, assessment: Assessment, decision: Decision, memory_applied: bool) -> None:
-        """An executed reconfiguration enters each stateful operator's decision history (memory-aware only)."""
-        memory = assessment.memory
-        if memory is None:
-            return
-        to_level = decision.target_memory_level if memory_applied else memory.level
-        if memory_applied:
-            self.knowledge.memory.level = to_level
-        if memory.stateful:
-            self.knowledge.memory.history.record(decision, memory.level, to_level, memory.operators)
 
     def _audit(self, result: IterationResult, iteration: int, duration_ms: float) -> None:
         """One JSON event per iteration: inputs, capacities, the decision and its reasons."""
@@ -164,6 +161,7 @@ class MapeLoop:
             else None,
             recoveries_observed=[r.to_dict() for r in result.recoveries] or None,
             **_memory_summary(assessment),
+            dag=_dag_summary(assessment, skew_of(self.knowledge)),
             decision=decision.to_dict() if decision else None,
             executed=result.executed,
             errors=result.errors or None,
@@ -182,6 +180,54 @@ def _forecast_summary(assessment: Assessment | None) -> dict | None:
         "next_loop_max_rps": _round(float(rates[:60].max())),
         "horizon_max_rps": _round(float(rates.max())),
     }
+
+
+def _dag_summary(assessment: Assessment | None, skew: SkewKnowledge | None = None) -> dict | None:
+    """Which capacity model binds and why, the bottleneck, each vertex's state and needs, and the key
+    skew that persists (δ = max/mean busy above 1.2 for several loops: scaling does not fix it)."""
+    if assessment is None:
+        return None
+    by_name = skew.by_name() if skew is not None else {}
+    persistent = skew.persistent() if skew is not None else []
+    return {
+        "model": assessment.capacity_model,
+        "reason": assessment.capacity_model_reason,
+        "bottleneck_vertex": assessment.bottleneck_vertex,
+        "skew": [
+            f"key skew persists on {v.describe()}: above {IMBALANCE_THRESHOLD}, scaling out does not help "
+            f"its hot subtask beyond parallelism {v.useful_parallelism(max(assessment.capacities_rps, default=1))}"
+            for v in persistent
+        ]
+        or None,
+        "vertices": [
+            {
+                "name": v.name,
+                "parallelism": v.parallelism,
+                "utilization": _share(v.utilization),
+                "backpressured": _share(v.backpressured),
+                "true_rate_rps": _round(v.true_rate_rps),
+                "selectivity": _share(v.selectivity),
+                "skew": _share(v.skew),
+                "capacity_rps": _round(v.capacity_rps),
+                "needed_parallelism": v.needed_parallelism,
+                **(_skew_fields(by_name[v.name]) if v.name in by_name else {}),
+            }
+            for v in assessment.vertices
+        ],
+    }
+
+
+def _skew_fields(skew) -> dict:
+    return {
+        "imbalance_busy": _share(skew.busy_imbalance),
+        "imbalance_records": _share(skew.records_imbalance),
+        "skew_persistent": skew.persistent,
+        "hot_key_group_share": _share(skew.hot_group_share),
+    }
+
+
+def _share(value: float) -> float | None:
+    return round(value, 4) if math.isfinite(value) else None
 
 
 def _memory_summary(assessment: Assessment | None) -> dict:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from mape.knowledge import Knowledge
-from mape.types import Assessment, Decision
+from messages.types import Assessment, Decision
 
 
 class Policy(Protocol):

@@ -8,6 +8,10 @@ rule that decided it:
   carries the average load and the forecast until the next loop — keep it.
 - ``current-valid``: the smallest valid scale-out is the current one.
 - ``long-lived``: the smallest valid scale-out that also carries the whole forecast horizon.
+- ``idle``: no load arrives, none is forecast until the next loop and nothing waits: the smallest
+  scale-out whose restart meets the recovery target (with nothing to catch up, its downtime), kept while
+  idle. An idle job teaches no capacity (0 > 0 fails every candidate), so without this rule it would fall
+  through to ``max-scaleout``, and flap between two small scale-outs.
 - ``max-scaleout``: nothing smaller is valid.
 
 A candidate is valid when its capacity exceeds the average load, its predicted recovery meets the target,
@@ -22,7 +26,11 @@ import math
 import numpy as np
 
 from mape.knowledge import Knowledge
-from mape.types import Assessment
+from messages.types import Assessment
+from recovery.downtime import direction_of
+
+IDLE_RPS = 1.0
+"""Below this average input (and forecast until the next loop) the job counts as idle."""
 
 
 class ProactivePolicy:
@@ -54,6 +62,9 @@ class ProactivePolicy:
         next_loop_max = _peak(forecast, self.loop_interval_s)
         horizon_max = float(forecast.max())
         load = f"average {average:.0f} rps, forecast max {next_loop_max:.0f} next loop / {horizon_max:.0f} horizon"
+
+        if _idle(average, next_loop_max, a.backlog_records, self.loop_interval_s):
+            return self._idle(a, knowledge, load)
 
         since = math.inf if knowledge.last_rescale_s is None else a.time_s - knowledge.last_rescale_s
         capacity_now = a.capacity(current)
@@ -92,7 +103,38 @@ class ProactivePolicy:
                 continue
             if capacity > horizon_max:
                 return scaleout, "long-lived", (chosen, load, *skipped[-3:])
-        return self.max_scaleout, "max-scaleout", ("no smaller scale-out is valid", load, *skipped[-3:])
+        short = sum(1 for n in range(self.min_scaleout, self.max_scaleout + 1) if not a.capacity(n) > average)
+        return (
+            self.max_scaleout,
+            "max-scaleout",
+            (
+                "no smaller scale-out is valid",
+                load,
+                f"{short} scale-outs with capacity ≤ average",
+                *skipped[-3:],
+            ),
+        )
+
+    def _idle(self, a: Assessment, knowledge: Knowledge, load: str) -> tuple[int, str, tuple[str, ...]]:
+        """The smallest scale-out whose restart recovers within the target; with no load and no backlog a
+        restart only costs its downtime, which stands in where no recovery could be predicted (capacity 0)."""
+        current = a.current_scaleout
+        for scaleout in range(self.min_scaleout, self.max_scaleout + 1):
+            recovery_s = a.recovery_s.get(scaleout, math.inf)
+            if not math.isfinite(recovery_s):
+                recovery_s = knowledge.downtime.estimate(direction_of(current, scaleout))
+            if recovery_s <= self.recovery_target_s:
+                return scaleout, "idle", (f"idle: {load}", f"{scaleout} recovers in {recovery_s:.0f} s")
+        return (
+            current,
+            "idle",
+            (f"idle: {load}", "no scale-out recovers within the target: keep the current one"),
+        )
+
+
+def _idle(average_rps: float, next_loop_max_rps: float, backlog_records: float, interval_s: float) -> bool:
+    """No load now or until the next loop, and no more waiting than an idle loop's worth of records."""
+    return average_rps < IDLE_RPS and next_loop_max_rps < IDLE_RPS and backlog_records < IDLE_RPS * interval_s
 
 
 def _peak(forecast: np.ndarray, seconds: float) -> float:

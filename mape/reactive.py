@@ -7,7 +7,7 @@ Capacity must exceed the window's average workload plus the backlog drained over
 from __future__ import annotations
 
 from mape.knowledge import Knowledge
-from mape.types import Assessment
+from messages.types import Assessment
 
 
 class ReactivePolicy:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from mape.types import Decision, OperatorState
+from messages.types import Decision, OperatorState
 
 
 @dataclass(frozen=True)

@@ -32,11 +32,12 @@ from dataclasses import dataclass
 from mape.knowledge import Knowledge
 from mape.plan import Proposal
 from mape.proactive import ProactivePolicy
-from mape.types import Assessment, MemoryAssessment, OperatorState
 from memory.cost import Prices
 from memory.history import OperatorDecision
+from memory.knowledge import memory_of
 from memory.levels import MemoryLevels
 from memory.signals import has_signal, highest_latency_ns, lowest_hit_rate
+from messages.types import Assessment, MemoryAssessment, OperatorState
 
 
 @dataclass(frozen=True)
@@ -238,7 +239,7 @@ class MemoryAwarePolicy:
 
 def _last_decisions(knowledge: Knowledge, operators: tuple[OperatorState, ...]) -> list[OperatorDecision]:
     """The last reconfiguration of each stateful operator, newest first."""
-    last = knowledge.memory.history.last
+    last = memory_of(knowledge).history.last
     entries = [last[o.name] for o in operators if o.name in last]
     return sorted(entries, key=lambda e: e.time_s, reverse=True)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from mape.types import OperatorState
+from messages.types import OperatorState
 
 
 def hit_rate(hits: float, misses: float) -> float:

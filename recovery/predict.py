@@ -73,3 +73,52 @@ def predict_recovery_s(
     if len(caught_up) == 0:
         return math.inf
     return float(down_s + caught_up[0])
+
+
+def predict_recoveries_s(
+    capacities_rps: np.ndarray,
+    forecast_rps: np.ndarray,
+    backlog_records: float,
+    replay_records: float,
+    downtime_s: float,
+) -> np.ndarray:
+    """`predict_recovery_s` of many candidate capacities at once (one per element), with the same result:
+    the catch-up sums are the same sequential cumulative sums, one row per capacity."""
+    capacities = np.asarray(capacities_rps, dtype=float).ravel()
+    recoveries = np.full(len(capacities), math.inf)
+    inputs = (backlog_records, replay_records, downtime_s)
+    if any(math.isnan(value) for value in inputs) or math.isinf(downtime_s):
+        return recoveries
+    forecast = np.clip(np.asarray(forecast_rps, dtype=float).ravel(), 0.0, None)
+    down_s = math.ceil(max(downtime_s, 0.0))
+    if down_s > len(forecast):
+        return recoveries
+    to_catch_up = max(replay_records, 0.0) + max(backlog_records, 0.0) + forecast[:down_s].sum()
+    usable = capacities > 0  # NaN and ≤ 0 cannot promise a recovery
+    if to_catch_up <= 0.0:  # nothing to catch up: processing resumes caught up
+        recoveries[usable] = float(down_s)
+        return recoveries
+    rest = forecast[down_s:]
+    if np.isfinite(rest).any():  # a capacity at or below every forecast second never gains
+        usable &= capacities > np.nanmin(rest)
+    else:
+        usable[:] = False
+    # The running sums of capacity − forecast, one row per candidate, in blocks of seconds: the sum carries
+    # over from one block to the next as the same sequential additions, and a row stops at its catch-up.
+    active, carried = np.flatnonzero(usable), np.zeros(int(usable.sum()))
+    start, width = 0, _FIRST_BLOCK_S
+    while len(active) and start < len(rest):
+        gained = capacities[active, None] - rest[None, start : start + width]
+        gained[:, 0] += carried
+        np.cumsum(gained, axis=1, out=gained)
+        caught_up = gained >= to_catch_up
+        done = caught_up.any(axis=1)
+        recoveries[active[done]] = down_s + 1 + start + caught_up[done].argmax(axis=1)
+        active, carried = active[~done], gained[~done, -1]
+        start, width = start + width, 4 * width
+    return recoveries
+
+
+_FIRST_BLOCK_S = 64
+"""Seconds of the first block of running sums; later blocks grow fourfold (most candidates that recover
+at all do so early)."""

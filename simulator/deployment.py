@@ -1,25 +1,38 @@
-"""Which workers (TaskManager pods) exist, in subtask order, and how much each can process.
+"""Which workers (TaskManager pods) exist, in subtask order, and how much each subtask of the job can do.
 
 Reactive mode gives every new pod a new name and, on scale-in, the twin removes the newest pods, so a
 worker keeps its subtask index (position) for its whole life. Each pod runs on hardware of its own speed,
-drawn once per pod name: the same pod always has the same speed, whatever the order of rescales.
+drawn once per pod name: the same pod always has the same speed, whatever the order of rescales. Pod i
+holds subtask i of every vertex of the topology (one slot, slot sharing), all on its one core.
 
-A stateful job's workers also depend on the managed memory per slot and on their key share (the part of
-the state each must cache): `simulator.memory_model`. A memory change restarts the TaskManagers in place
-(same names, same hardware), so only the memory part of their capacity changes.
+Per vertex v and subtask i the job's source rate r loads the subtask with busy time
+r · a_v · share_v,i · cost_v,i / (scale · speed_i) + overhead_v (seconds per second), where a_v is the
+vertex's input ratio (records per source record), share_v,i its subtask's share of the vertex's input (key
+groups for a keyed input, even otherwise) and scale the records/s a speed-1.0 worker processes of a
+cost-1.0 vertex (`worker_capacity_rps`, sized from the trace). The job sustains r while every subtask's
+busy time stays ≤ 1 s/s and every TaskManager's CPU demand (busy time × CPU share, plus overheads) stays
+≤ one core; the first limit reached is the bottleneck.
+
+A stateful job's state vertex also depends on the managed memory per slot and on its key share (the part
+of the state each subtask must cache): `simulator.memory_model`. A memory change restarts the
+TaskManagers in place (same names, same hardware), so only the memory part of their capacity changes.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
 from simulator.memory_model import PROFILES, StateProfile, capacity_factors
-from simulator.skew import job_capacity_rps, subtask_shares
+from simulator.skew import KeyGroups, subtask_shares
+from simulator.topology import Topology
 
 _SPEED_BLOCK = 64  # speeds are drawn in fixed blocks so pod k's speed never depends on call order
+CPU_BOTTLENECK = -1
+"""`JobLoad.bottleneck` when a TaskManager's core, not one vertex, limits the job."""
 
 
 class WorkerInfo(NamedTuple):
@@ -28,25 +41,67 @@ class WorkerInfo(NamedTuple):
     created_s: int
 
 
+@dataclass(frozen=True)
+class JobLoad:
+    """What a deployment does per source record: the coefficients of the twin's per-second step.
+
+    `capacity_rps` (source records/s) is the rate at which the first limit binds and `bottleneck` the
+    index of the vertex that binds first (or CPU_BOTTLENECK).
+    """
+
+    shares: np.ndarray
+    """(vertices × workers): each subtask's share of its vertex's input."""
+    subtask_capacity_rps: np.ndarray
+    """(vertices × workers): source rate at which the subtask is busy all the time (inf: no input)."""
+    busy_per_record: np.ndarray
+    """(vertices × workers): busy seconds per source record, overhead excluded."""
+    overhead_busy: np.ndarray
+    """(vertices,): fixed busy share of each subtask."""
+    cpu_share: np.ndarray
+    """(vertices,)"""
+    overhead_cpu: float
+    """Fixed CPU (cores) of one TaskManager's subtasks."""
+    source_shares: np.ndarray
+    """(workers,): each TaskManager's share of the records the source reads."""
+    state_shares: np.ndarray
+    """(workers,): each subtask's share of the stateful vertex's input."""
+    capacity_rps: float
+    bottleneck: int
+
+    @property
+    def cpu_per_record(self) -> np.ndarray:
+        """(workers,): CPU cores per source record of each TaskManager."""
+        return self.cpu_share @ self.busy_per_record
+
+    @property
+    def fixed_cpu(self) -> float:
+        """CPU cores each TaskManager uses at zero load (overheads)."""
+        return float(self.cpu_share @ self.overhead_busy) + self.overhead_cpu
+
+
 class Deployment:
     """The current workers plus everything needed to say which worker was where at any past instant."""
 
     def __init__(
         self,
-        key_counts: np.ndarray,
+        topology: Topology,
+        key_groups: dict[int, KeyGroups],
         speed_rng: np.random.Generator,
         speed_cov: float,
         profile: StateProfile = PROFILES["stateless"],
         managed_mb: float = 0.0,
     ) -> None:
-        # records/s of a speed-1.0 worker; every capacity is linear in it, so the twin sizes it after creation
+        # records/s of a speed-1.0 worker on a cost-1.0 vertex; capacities are linear in it, so the twin
+        # sizes it after creation
         self.worker_capacity_rps = 1.0
+        self.topology = topology
         self.profile = profile
         self.managed_mb = managed_mb
         """Managed memory per slot of the current workers."""
         self.reference_managed_mb = managed_mb
         """The memory the job started with: the yardstick for sizing and floors."""
-        self._key_counts = key_counts
+        self._key_groups = key_groups
+        self._ratios = np.array(topology.input_ratios)
         self._speed_rng = speed_rng
         self._speed_sigma = math.sqrt(math.log1p(speed_cov**2))
         self._speed_pool: list[float] = []
@@ -78,13 +133,29 @@ class Deployment:
                 self._position_history.append([])
             self._position_history[worker.position].append(worker)
 
-    def shares(self) -> np.ndarray:
-        """Input share of each worker at the current size (Flink's key-group ranges)."""
-        return subtask_shares(self._key_counts, self.size)
+    def shares(self, n: int | None = None) -> np.ndarray:
+        """(vertices × n): each subtask's share of its vertex's input at parallelism n (default: now)."""
+        n = self.size if n is None else n
+        rows = []
+        for v, vertex in enumerate(self.topology.vertices):
+            if vertex.keyed:
+                rows.append(subtask_shares(self._key_groups[v].loads, n))
+            elif vertex.ship == "BROADCAST":
+                rows.append(np.ones(n))
+            elif vertex.ship == "FORWARD" and len(vertex.inputs) == 1:
+                rows.append(rows[self.topology.index(vertex.inputs[0])])
+            else:
+                rows.append(np.full(n, 1.0 / n))
+        return np.array(rows)
+
+    def load(self) -> JobLoad:
+        """The current deployment's coefficients."""
+        return self._load_of(self._speeds, self.managed_mb)
 
     def capacities_rps(self) -> np.ndarray:
-        """Saturation throughput of each current worker."""
-        factors = capacity_factors(self.profile, self.managed_mb, self.shares())
+        """Each current worker's unit capacity: records/s of a cost-1.0 vertex, memory effects included."""
+        stateful = self.topology.stateful_index
+        factors = capacity_factors(self.profile, self.managed_mb, self.shares()[stateful])
         return self.worker_capacity_rps * np.asarray(self._speeds) * factors
 
     def capacity_rps_for(self, n: int, managed_mb: float | None = None) -> float:
@@ -95,11 +166,12 @@ class Deployment:
         while len(speeds) < n:
             speeds.append(self.speed_of(number))
             number += 1
-        return self._capacity_of(speeds, self.managed_mb if managed_mb is None else managed_mb)
+        return self._load_of(speeds, self.managed_mb if managed_mb is None else managed_mb).capacity_rps
 
     def reference_capacity_rps(self, n: int) -> float:
         """Job capacity of a fresh n-worker deployment (pods tm-0001..n) at the starting memory."""
-        return self._capacity_of([self.speed_of(k) for k in range(1, n + 1)], self.reference_managed_mb)
+        speeds = [self.speed_of(k) for k in range(1, n + 1)]
+        return self._load_of(speeds, self.reference_managed_mb).capacity_rps
 
     def workers_at(self, t_s: int, size: int) -> list[WorkerInfo]:
         """The `size` workers deployed at a past instant t_s: the newest pod created by then at each position."""
@@ -116,7 +188,46 @@ class Deployment:
             self._speed_pool.extend(block.tolist())
         return self._speed_pool[number - 1]
 
-    def _capacity_of(self, speeds: list[float], managed_mb: float) -> float:
-        shares = subtask_shares(self._key_counts, len(speeds))
-        factors = capacity_factors(self.profile, managed_mb, shares)
-        return job_capacity_rps(shares, self.worker_capacity_rps * np.asarray(speeds) * factors)
+    def _load_of(self, speeds: list[float], managed_mb: float) -> JobLoad:
+        topology, n = self.topology, len(speeds)
+        shares = self.shares(n)
+        stateful = topology.stateful_index
+        unit_rps = self.worker_capacity_rps * np.asarray(speeds)  # records/s of a cost-1.0 vertex
+        overhead = np.array([v.overhead_busy_ms / 1000.0 for v in topology.vertices])
+        capacity = np.empty((len(topology.vertices), n))
+        for v, vertex in enumerate(topology.vertices):
+            subtask_rps = unit_rps / vertex.cost
+            if v == stateful:
+                subtask_rps = subtask_rps * capacity_factors(self.profile, managed_mb, shares[v])
+            if vertex.cost_per_1k_keys_held > 0:
+                held = self._key_groups[v].keys_held(n)
+                subtask_rps = subtask_rps / (1.0 + vertex.cost_per_1k_keys_held * held / 1000.0)
+            load = self._ratios[v] * shares[v]
+            with np.errstate(divide="ignore"):
+                capacity[v] = np.where(load > 0, (1.0 - overhead[v]) * subtask_rps / load, math.inf)
+        with np.errstate(divide="ignore"):
+            busy_per_record = np.where(np.isfinite(capacity), (1.0 - overhead[:, None]) / capacity, 0.0)
+        cpu_share = np.array([v.cpu_share for v in topology.vertices])
+        overhead_cpu = sum(v.overhead_cpu for v in topology.vertices)
+        vertex_limit = capacity.min(axis=1)
+        bottleneck = int(np.argmin(vertex_limit))
+        capacity_rps = float(vertex_limit[bottleneck])
+        cpu_per_record = cpu_share @ busy_per_record
+        spare_cpu = 1.0 - float(cpu_share @ overhead) - overhead_cpu
+        with np.errstate(divide="ignore"):
+            cpu_limit = float(np.min(np.where(cpu_per_record > 0, spare_cpu / cpu_per_record, math.inf)))
+        if cpu_limit < capacity_rps * (1.0 - 1e-9):  # the core binds before any one vertex does
+            capacity_rps, bottleneck = max(cpu_limit, 0.0), CPU_BOTTLENECK
+        source = next(i for i, v in enumerate(topology.vertices) if not v.inputs)
+        return JobLoad(
+            shares,
+            capacity,
+            busy_per_record,
+            overhead,
+            cpu_share,
+            overhead_cpu,
+            shares[source],
+            shares[stateful],
+            capacity_rps,
+            bottleneck,
+        )

@@ -14,6 +14,7 @@ _SECOND_FIELDS: dict[str, tuple[type, float]] = {
     "arrivals": (np.int64, 0),
     "processed": (np.int64, 0),
     "running": (np.bool_, False),
+    "saturated": (np.bool_, False),
     "worst_latency_s": (np.float64, 0.0),
     "lag_at": (np.int64, 0),
     "parallelism_at": (np.int64, 0),

@@ -1,21 +1,36 @@
 """The twin seen through a metrics backend and a scaling API, as the loop would see a real cluster.
 
-Only what Prometheus would report leaks out: smoothed per-worker CPU, Flink's 60 s throughput meters
-(which restart from zero with the job), Kafka's messages-in rate and consumer lag, sampled at the scrape
-step; per operator, whether it keeps state, its block-cache hit rate from the increase of the cumulative
+Only what Prometheus and Flink's REST API would report leaks out: smoothed per-worker CPU, Flink's 60 s
+throughput meters (which restart from zero with the job), Kafka's messages-in rate and consumer lag,
+sampled at the scrape step; the job graph, and per vertex and subtask Flink's task metrics over the same
+60 s (records in/out per second, busy / backpressured / idle ms per second; busy NaN for a legacy source;
+a subtask upstream of a saturated bottleneck spends the rest of its time backpressured, the others idle;
+only samples of the current run, as the subtasks of an earlier run no longer exist); per operator, whether it keeps state, its block-cache hit rate from the increase of the cumulative
 hit/miss tickers over the window, its mean state-access latency and the managed memory it holds; and the
 managed memory per slot. The twin's ground truth stays behind for scoring.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
+import warnings
 
 import numpy as np
 
-from mape.types import Observation, OperatorState, WorkerSeries
 from memory.signals import hit_rate
-from simulator.twin import Twin
+from messages.types import (
+    JobEdge,
+    JobGraph,
+    JobVertex,
+    Observation,
+    OperatorState,
+    SubtaskSeries,
+    WorkerSeries,
+)
+from simulator.deployment import CPU_BOTTLENECK, JobLoad
+from simulator.topology import Topology
+from simulator.twin import Twin, WorkerInfo
 
 _EPS = 1e-9
 
@@ -39,8 +54,8 @@ class TwinMetricsSource:
         self.meter_window_s = _whole_seconds("meter_window_s", meter_window_s)
         self.input_rate_window_s = _whole_seconds("input_rate_window_s", input_rate_window_s)
         self.cpu_window_s = _whole_seconds("cpu_window_s", cpu_window_s)
-        self._capacity_by_worker: dict[str, float] = {}  # a pod's speed is fixed for its life
-        self._capacity_config: tuple[int, float] | None = None  # (parallelism, memory) they were read at
+        self._vertex_ids = tuple(_vertex_id(twin.topology, v.name) for v in twin.topology.vertices)
+        self._legacy = np.array([v.legacy_source for v in twin.topology.vertices])
 
     def observe(self, now_s: float, window_s: float) -> Observation:
         """Samples at multiples of the scrape interval in (now_s - window_s, now_s]."""
@@ -60,7 +75,7 @@ class TwinMetricsSource:
         timestamps_s, ends = timestamps_s[keep], ends[keep]
 
         state = self.twin.state_at(t_now)
-        workers = self._worker_series(t_now, timestamps_s, ends)
+        workers, subtasks = self._worker_series(t_now, timestamps_s, ends)
         problems: tuple[str, ...] = ()
         if state.run_start_s is None:
             problems = ("job is restarting: workers report no metrics until it runs again",)
@@ -77,7 +92,42 @@ class TwinMetricsSource:
             problems=problems,
             operators=self._operators(t_now, window_s),
             managed_memory_mb=state.managed_mb,
+            job_graph=self._job_graph(state.parallelism),
+            subtasks=subtasks,
+            latency_ms=self._latency_ms(ends),
         )
+
+    def _latency_ms(self, ends: np.ndarray) -> np.ndarray:
+        """A latency gauge at each sample: the mean latency of the records processed over the scrape step
+        (while nothing is processed: the oldest waiting record's age, the source's event-time lag)."""
+        step = max(1, round(self.scrape_interval_s))
+        start = max(0, int(ends.min(initial=0)) - step)
+        latency = mean_latency_per_second_s(self.twin, start, int(ends.max(initial=0)))
+        weights = self.twin.history.view("processed")[start : start + len(latency)].astype(float)
+        gauge = np.full(len(ends), np.nan)
+        for i, end in enumerate(ends):
+            lo, hi = max(end - step, start) - start, end - start
+            values, w = latency[lo:hi], weights[lo:hi]
+            known = np.isfinite(values)
+            if (w[known] > 0).any():
+                gauge[i] = float((values[known] * w[known]).sum() / w[known].sum())
+            elif known.any():
+                gauge[i] = float(values[known].max())
+        return 1000.0 * gauge
+
+    def _job_graph(self, parallelism: int) -> JobGraph:
+        """The graph as Flink's REST API shows it: every vertex at the job's parallelism (reactive mode)."""
+        topology, ids = self.twin.topology, self._vertex_ids
+        vertices = tuple(
+            JobVertex(vid, v.name, min(parallelism, v.max_parallelism), v.max_parallelism)
+            for vid, v in zip(ids, topology.vertices, strict=True)
+        )
+        edges = tuple(
+            JobEdge(ids[topology.index(u)], vid, v.ship)
+            for vid, v in zip(ids, topology.vertices, strict=True)
+            for u in v.inputs
+        )
+        return JobGraph(vertices, edges)
 
     def _operators(self, t_now: int, window_s: float) -> tuple[OperatorState, ...]:
         """The source (stateless) and the keyed operator, with its state signals over the window."""
@@ -118,13 +168,13 @@ class TwinMetricsSource:
 
     def _worker_series(
         self, t_now: int, timestamps_s: np.ndarray, ends: np.ndarray
-    ) -> tuple[WorkerSeries, ...]:
+    ) -> tuple[tuple[WorkerSeries, ...], tuple[SubtaskSeries, ...]]:
         workers = self.twin.workers_at(t_now)
         if not workers:
-            return ()
+            return (), ()
         if len(ends) == 0:
             empty = np.zeros(0)
-            return tuple(WorkerSeries(w.worker_id, empty, empty, empty) for w in workers)
+            return tuple(WorkerSeries(w.worker_id, empty, empty, empty) for w in workers), ()
         history = self.twin.history
         run_start = history.view("run_start_at")[ends - 1][:, None]  # -1: the job was down in second end-1
         positions = np.array([w.position for w in workers])
@@ -134,40 +184,122 @@ class TwinMetricsSource:
         top = int(ends.max())
 
         def window_sums(matrix: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
-            block = np.nan_to_num(matrix[base:top, positions], nan=0.0)
-            cumulative = np.vstack((np.zeros((1, len(positions))), np.cumsum(block, axis=0)))
+            block = np.nan_to_num(matrix[base:top], nan=0.0)
+            cumulative = np.vstack((np.zeros((1, block.shape[1])), np.cumsum(block, axis=0)))
             lo = np.maximum(np.maximum(e - window, run_start), created)
             seconds = e - lo
-            columns = np.arange(len(positions))[None, :]
+            columns = np.arange(block.shape[1])[None, :]
             lo_index = np.clip(lo - base, 0, top - base)
             sums = cumulative[e - base, columns] - cumulative[lo_index, columns]
             valid = (run_start >= 0) & (seconds > 0)
             return np.where(valid, sums, np.nan), np.where(valid, seconds, 0)
 
-        cpu_sums, cpu_seconds = window_sums(history.view("cpu"), self.cpu_window_s)
+        cpu_sums, cpu_seconds = window_sums(history.view("cpu")[:, positions], self.cpu_window_s)
         with np.errstate(invalid="ignore", divide="ignore"):
             cpu = cpu_sums / cpu_seconds
         # Flink's MeterView: count over the window / window length; the count restarts with the job.
-        throughput_sums, throughput_seconds = window_sums(history.view("throughput"), self.meter_window_s)
+        throughput_sums, _ = window_sums(history.view("throughput")[:, positions], self.meter_window_s)
         throughput_rps = throughput_sums / self.meter_window_s
-        # busyTimeMsPerSecond / 1000: the share of the valid seconds a worker spent processing, i.e. its
-        # records per second over what it could process (exact in the twin, where work is records / capacity)
-        capacities = np.array([self._capacity_rps(w.worker_id) for w in workers])[None, :]
+        # Task metrics over the same window, per second of each worker's valid time: source records
+        # processed and the share of seconds spent saturated (lo depends on when the pod started)
+        columns = len(workers)
+        processed = np.repeat(history.view("processed")[:, None].astype(float), columns, axis=1)
+        saturated = np.repeat(history.view("saturated")[:, None].astype(float), columns, axis=1)
+        processed_sums, seconds = window_sums(processed, self.meter_window_s)
+        saturated_sums, _ = window_sums(saturated, self.meter_window_s)
         with np.errstate(invalid="ignore", divide="ignore"):
-            busy_ratio = np.clip(throughput_sums / throughput_seconds / capacities, 0.0, 1.0)
-        return tuple(
-            WorkerSeries(w.worker_id, timestamps_s, cpu[:, i], throughput_rps[:, i], busy_ratio[:, i])
+            processed_rps = processed_sums / seconds
+            saturated_share = saturated_sums / seconds
+        load = self.twin.load_at(t_now)
+        busy = np.minimum(  # vertices × samples × workers, share of each second
+            load.overhead_busy[:, None, None] + load.busy_per_record[:, None, :] * processed_rps[None], 1.0
+        )
+        with np.errstate(invalid="ignore"), _all_nan_ok():
+            worker_busy = np.nanmax(np.where(self._legacy[:, None, None], np.nan, busy), axis=0)
+        worker_series = tuple(
+            WorkerSeries(w.worker_id, timestamps_s, cpu[:, i], throughput_rps[:, i], worker_busy[:, i])
             for i, w in enumerate(workers)
         )
+        run_now = self.twin.state_at(t_now).run_start_s
+        current_run = run_start[:, 0] == (-2 if run_now is None else run_now)
+        subtasks = self._subtask_series(
+            load, workers, timestamps_s, current_run, processed_rps, saturated_share, busy
+        )
+        return worker_series, subtasks
 
-    def _capacity_rps(self, worker_id: str) -> float:
-        """Saturation records/s of a worker, remembered from when it was deployed (NaN if never seen)."""
-        config = (self.twin.parallelism, self.twin.managed_mb)  # a stateful worker's capacity depends on both
-        if worker_id not in self._capacity_by_worker or config != self._capacity_config:
-            current = zip(self.twin.worker_ids, self.twin.worker_capacities_rps(), strict=True)
-            self._capacity_by_worker.update((w, float(c)) for w, c in current)
-            self._capacity_config = config
-        return self._capacity_by_worker.get(worker_id, math.nan)
+    def _subtask_series(
+        self,
+        load: JobLoad,
+        workers: list[WorkerInfo],
+        timestamps_s: np.ndarray,
+        current_run: np.ndarray,
+        processed_rps: np.ndarray,
+        saturated_share: np.ndarray,
+        busy: np.ndarray,
+    ) -> tuple[SubtaskSeries, ...]:
+        """Per vertex and subtask, Flink's task metrics; samples of an earlier run are gaps."""
+        topology = self.twin.topology
+        ratios = np.array(topology.input_ratios)
+        upstream = self._upstream_of_bottleneck(load)
+        keep = current_run[:, None]
+        records_in = np.where(keep, ratios[:, None, None] * load.shares[:, None, :] * processed_rps, np.nan)
+        busy_ms = np.where(keep, 1000.0 * busy, np.nan)
+        backpressured_ms = np.where(upstream[:, None, None], saturated_share[None] * (1000.0 - busy_ms), 0.0)
+        backpressured_ms = np.where(keep, backpressured_ms, np.nan)
+        idle_ms = 1000.0 - busy_ms - backpressured_ms
+        busy_ms[self._legacy] = np.nan
+        series = []
+        for v, vertex in enumerate(topology.vertices):
+            for i, worker in enumerate(workers[: vertex.max_parallelism]):
+                series.append(
+                    SubtaskSeries(
+                        self._vertex_ids[v],
+                        i,
+                        worker.worker_id,
+                        timestamps_s,
+                        records_in[v, :, i],
+                        records_in[v, :, i] * vertex.selectivity,
+                        busy_ms[v, :, i],
+                        backpressured_ms[v, :, i],
+                        idle_ms[v, :, i],
+                    )
+                )
+        return tuple(series)
+
+    def _upstream_of_bottleneck(self, load: JobLoad) -> np.ndarray:
+        """Which vertices a saturated job backpressures: those upstream of the binding vertex (for a
+        saturated core: of the vertex that uses most of it)."""
+        topology = self.twin.topology
+        bottleneck = load.bottleneck
+        if bottleneck == CPU_BOTTLENECK:
+            hottest = int(np.argmax(load.cpu_per_record))
+            bottleneck = int(np.argmax(load.cpu_share * load.busy_per_record[:, hottest]))
+        return np.array([bottleneck in topology.downstream_of(v) for v in range(len(topology.vertices))])
+
+
+def mean_latency_per_second_s(twin: Twin, start_s: int = 0, end_s: int | None = None) -> np.ndarray:
+    """Per second in [start_s, end_s): the mean latency of the records processed in it (FIFO, as the
+    twin's LatencyTracker counts them), else the oldest waiting record's age, else NaN (nothing to wait)."""
+    history = twin.history
+    end_s = history.length if end_s is None else min(end_s, history.length)
+    arrivals = history.view("arrivals")[:end_s].astype(np.int64)
+    cumulative = np.concatenate(([0], np.cumsum(arrivals)))  # records that arrived before each second
+    seconds = np.arange(len(arrivals))
+    weighted = np.concatenate(([0], np.cumsum(seconds * arrivals)))  # Σ arrival second over offsets
+
+    def arrival_second_sum(offset: np.ndarray) -> np.ndarray:
+        s = np.searchsorted(cumulative, offset, side="right") - 1
+        return weighted[s] + s * (offset - cumulative[s])
+
+    t = np.arange(start_s, end_s)
+    processed = history.view("processed")[start_s:end_s].astype(np.int64)
+    first = cumulative[t] - history.view("lag_at")[start_s:end_s]
+    base = twin.latency.base_latency_s
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_arrival = (arrival_second_sum(first + processed) - arrival_second_sum(first)) / processed
+    latency = np.where(processed > 0, t - mean_arrival + base, np.nan)
+    worst = history.view("worst_latency_s")[start_s:end_s]
+    return np.where((processed == 0) & (worst > 0), worst, latency)
 
 
 class TwinScalingTarget:
@@ -189,3 +321,16 @@ def _whole_seconds(name: str, value: float) -> int:
             f"{name} must be a whole number of seconds >= 1 (the twin's resolution), got {value!r}"
         )
     return int(value)
+
+
+def _vertex_id(topology: Topology, name: str) -> str:
+    """A stable 32-hex vertex id, as Flink's JobVertexID looks (the loop must not rely on names)."""
+    return hashlib.md5(f"{topology.name}/{name}".encode(), usedforsecurity=False).hexdigest()
+
+
+class _all_nan_ok(warnings.catch_warnings):
+    """nanmax over an all-NaN column (every vertex a legacy source, or a gap) is NaN, without a warning."""
+
+    def __enter__(self):
+        super().__enter__()
+        warnings.simplefilter("ignore", RuntimeWarning)

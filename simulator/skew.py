@@ -7,6 +7,8 @@ caps the whole job through backpressure.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 
@@ -16,6 +18,37 @@ def key_group_counts(num_keys: int, max_parallelism: int, rng: np.random.Generat
         raise ValueError("num_keys and max_parallelism must be >= 1")
     groups = rng.integers(0, max_parallelism, size=num_keys)
     return np.bincount(groups, minlength=max_parallelism)
+
+
+@dataclass(frozen=True)
+class KeyGroups:
+    """A keyed vertex's keys hashed into key groups: how many keys and how much load each group holds."""
+
+    counts: np.ndarray
+    """Keys per key group."""
+    loads: np.ndarray
+    """Relative records per key group (`subtask_shares` normalises): keys weighted by their popularity."""
+
+    @classmethod
+    def hashed(
+        cls, num_keys: int, max_parallelism: int, rng: np.random.Generator, zipf_exponent: float = 0.0
+    ) -> KeyGroups:
+        """`num_keys` keys hashed uniformly (a seeded stand-in for murmur); key k (1-based) carries weight
+        k^-zipf_exponent (0: equal weights, the draws then match `key_group_counts`)."""
+        if num_keys < 1 or max_parallelism < 1:
+            raise ValueError("num_keys and max_parallelism must be >= 1")
+        groups = rng.integers(0, max_parallelism, size=num_keys)
+        counts = np.bincount(groups, minlength=max_parallelism)
+        if zipf_exponent == 0:
+            return cls(counts, counts.astype(float))
+        weights = np.arange(1, num_keys + 1, dtype=float) ** -zipf_exponent
+        loads = np.bincount(groups, weights=weights, minlength=max_parallelism)
+        return cls(counts, loads)
+
+    def keys_held(self, parallelism: int) -> np.ndarray:
+        """Keys each subtask holds at `parallelism` (its key groups' keys)."""
+        owners = operator_index_for_key_group(np.arange(len(self.counts)), parallelism, len(self.counts))
+        return np.bincount(owners, weights=self.counts, minlength=parallelism)
 
 
 def operator_index_for_key_group(key_group: np.ndarray | int, parallelism: int, max_parallelism: int):

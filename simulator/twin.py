@@ -12,12 +12,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from simulator.deployment import Deployment, WorkerInfo
+from simulator.deployment import CPU_BOTTLENECK, Deployment, JobLoad, WorkerInfo
 from simulator.history import TwinHistory
 from simulator.latency import LatencyTracker
 from simulator.memory_model import PROFILES, StateRates, state_rates
 from simulator.params import TwinParams
-from simulator.skew import job_capacity_rps, key_group_counts
+from simulator.skew import KeyGroups
+from simulator.topology import Topology, VertexSpec
 
 __all__ = ["BoundaryState", "Twin", "WorkerInfo"]
 
@@ -32,8 +33,17 @@ class BoundaryState(NamedTuple):
     managed_mb: float = 0.0  # managed memory per slot
 
 
+def single_topology(params: TwinParams) -> Topology:
+    """Today's one-operator job with the twin's key knobs (what `topologies/single.yaml` declares)."""
+    vertex = VertexSpec(
+        name="job", ship="HASH", num_keys=params.num_keys, max_parallelism=params.max_parallelism
+    )
+    return Topology(name="single", vertices=(vertex,))
+
+
 class Twin:
-    """Simulated Flink job: workers with key-skewed shares, a Kafka log, checkpoints, restarts, latency."""
+    """Simulated Flink job: a DAG of vertices on TaskManagers with key-skewed shares, a Kafka log,
+    checkpoints, restarts, latency. The default topology is one keyed CPU-bound operator."""
 
     def __init__(
         self,
@@ -42,8 +52,13 @@ class Twin:
         *,
         parallelism: int = 12,
         seed: int = 0,
+        topology: Topology | None = None,
     ) -> None:
         self.params = params if params is not None else TwinParams()
+        self.topology = topology if topology is not None else single_topology(self.params)
+        self._max_parallelism = min(
+            self.params.max_parallelism, *(v.max_parallelism for v in self.topology.vertices)
+        )
         initial_n = self._validate_parallelism(parallelism)
         trace = np.asarray(trace_rps, dtype=float)
         if trace.ndim != 1 or len(trace) == 0 or not np.all(np.isfinite(trace)) or np.any(trace < 0):
@@ -56,10 +71,14 @@ class Twin:
 
         keys_seq, speed_seq, cpu_seq, downtime_seq, failure_seq = np.random.SeedSequence(seed).spawn(5)
         p = self.params
-        key_counts = key_group_counts(p.num_keys, p.max_parallelism, np.random.default_rng(keys_seq))
         self.profile = PROFILES[p.job_profile]
         self._deployment = Deployment(
-            key_counts, np.random.default_rng(speed_seq), p.speed_cov, self.profile, p.managed_mb
+            self.topology,
+            _hash_keys(self.topology, keys_seq),
+            np.random.default_rng(speed_seq),
+            p.speed_cov,
+            self.profile,
+            p.managed_mb,
         )
         self._cpu_rng = np.random.default_rng(cpu_seq)
         self._downtime_rng = np.random.default_rng(downtime_seq)
@@ -90,6 +109,7 @@ class Twin:
         self._state = StateRates(0.0, 0.0, 0.0, 0.0, 0.0)  # per record, at the current configuration
 
         self._noise = np.zeros(0)  # per-worker AR(1) CPU noise state
+        self._loads: list[tuple[int, JobLoad]] = []  # (since, coefficients) per deployment
 
         self.history = TwinHistory(len(trace) + 1, max(initial_n, p.reference_scaleout))
         self.latency = LatencyTracker(self._cumulative, p.base_latency_s)
@@ -130,7 +150,8 @@ class Twin:
 
     @property
     def worker_capacity_rps(self) -> float:
-        """Saturation throughput of a speed-1.0 worker (sized from the trace unless given)."""
+        """Saturation throughput of a speed-1.0 worker on a cost-1.0 vertex (sized from the trace unless
+        given)."""
         return self._deployment.worker_capacity_rps
 
     @property
@@ -208,8 +229,33 @@ class Twin:
         return self._capacity_rps
 
     def worker_capacities_rps(self) -> np.ndarray:
-        """Records/s each current worker processes at saturation, in subtask order."""
+        """Records/s of a cost-1.0 vertex each current worker processes at saturation, in subtask order."""
         return self._deployment.capacities_rps()
+
+    @property
+    def load(self) -> JobLoad:
+        """What the current deployment does per source record (per vertex and subtask)."""
+        return self._load
+
+    def load_at(self, t_s: int) -> JobLoad:
+        """What the deployment at instant t_s <= now did per source record."""
+        self._check_past(t_s)
+        return next(load for since, load in reversed(self._loads) if since <= t_s)
+
+    def true_bottleneck(self) -> str:
+        """The vertex whose subtask saturates first at the current deployment, or 'cpu' (a core)."""
+        index = self._load.bottleneck
+        return "cpu" if index == CPU_BOTTLENECK else self.topology.vertices[index].name
+
+    def true_vertex_capacities_rps(self) -> dict[str, float]:
+        """Per vertex, the source rate at which its hottest subtask is busy all the time."""
+        limits = self._load.subtask_capacity_rps.min(axis=1)
+        return {v.name: float(c) for v, c in zip(self.topology.vertices, limits, strict=True)}
+
+    @property
+    def overhead_mb_per_worker(self) -> float:
+        """Memory the subtasks of one TaskManager hold besides the process and managed memory."""
+        return float(sum(v.overhead_mb for v in self.topology.vertices))
 
     def true_capacity_rps_for(self, n: int, managed_mb: float | None = None) -> float:
         """Capacity if the job were rescaled to n now (at `managed_mb` per slot, default the current
@@ -303,6 +349,33 @@ class Twin:
         self._fail(t)
         return True
 
+    # ----------------------------------------------------------------------------- persistence
+    _SNAPSHOT_FIELDS = (
+        "_t", "_log_end", "_position", "_high_water", "_checkpoint", "_processed_total", "_carry",
+        "_running", "_run_start", "_resume_at", "_restarts", "_rescales",
+    )  # fmt: skip
+
+    def snapshot(self) -> dict[str, object]:
+        """The job's state a restarted daemon must find again: time, Kafka offsets (so the backlog),
+        checkpoint, run state, scale-out and memory (JSON-serialisable)."""
+        state = {name.lstrip("_"): getattr(self, name) for name in self._SNAPSHOT_FIELDS}
+        return {**state, "parallelism": self.parallelism, "managed_mb": self.managed_mb}
+
+    def restore(self, state: dict[str, object]) -> None:
+        """Continue the job of `snapshot()`: simulate up to its time (the history a metrics window reads),
+        then take over its offsets and run state. Build the twin at the snapshot's parallelism first."""
+        if int(state["parallelism"]) != self.parallelism:
+            raise ValueError(f"twin at parallelism {self.parallelism}, snapshot at {state['parallelism']}")
+        t = int(state["t"])
+        if t > self.duration_s:
+            raise ValueError(f"snapshot at {t} s lies past the trace's end ({self.duration_s} s)")
+        self.advance_to(t)
+        if float(state["managed_mb"]) != self.managed_mb:
+            self._deployment.managed_mb = float(state["managed_mb"])
+            self._resize(self.parallelism, t)
+        for name in self._SNAPSHOT_FIELDS:
+            setattr(self, name, state[name.lstrip("_")])
+
     # ----------------------------------------------------------------------------- internals
     def _step(self) -> None:
         t = self._t
@@ -322,6 +395,7 @@ class Twin:
         if self._running:
             available = self._log_end - self._position
             budget = self._capacity_rps + self._carry
+            h.series("saturated")[t] = budget < available
             if budget >= available:
                 processed = available
                 self._carry = 0.0
@@ -364,7 +438,7 @@ class Twin:
         noise += self._innovation_sd * self._cpu_rng.standard_normal(n)
         cpu = self._cpu_per_record * processed
         cpu += noise
-        cpu += self.params.idle_cpu
+        cpu += self._cpu_at_idle
         np.clip(cpu, 0.0, 1.0, out=cpu)
         self.history.cpu[t, :n] = cpu
         self.history.throughput[t, :n] = self._shares * processed
@@ -372,6 +446,7 @@ class Twin:
     def _record_state(self, t: int, processed: int) -> None:
         """The state backend's tickers and latency sums for this second (cumulative in Prometheus)."""
         h, rates = self.history, self._state
+        processed = processed * self._state_ratio  # records the stateful vertex receives
         h.series("state_hits")[t] = processed * rates.hits
         h.series("state_misses")[t] = processed * rates.misses
         h.series("state_accesses")[t] = processed * rates.accesses
@@ -408,16 +483,23 @@ class Twin:
         fresh = self._cpu_rng.standard_normal(n - len(kept)) * self.params.cpu_noise_sd
         self._noise = np.concatenate((kept, fresh))
         p = self.params
-        self._shares = self._deployment.shares()
-        capacities = self._deployment.capacities_rps()
-        self._capacity_rps = job_capacity_rps(self._shares, capacities)
-        self._cpu_per_record = (p.saturation_cpu - p.idle_cpu) * self._shares / capacities
-        record_time_ns = 1e9 / self._deployment.worker_capacity_rps
-        self._state = state_rates(self.profile, self._deployment.managed_mb, self._shares, record_time_ns)
+        load = self._load = self._deployment.load()
+        self._loads.append((t, load))
+        self._shares = load.source_shares
+        self._capacity_rps = load.capacity_rps
+        cpu_range = p.saturation_cpu - p.idle_cpu  # a fully used core reads as the saturation CPU
+        self._cpu_per_record = cpu_range * load.cpu_per_record
+        self._cpu_at_idle = p.idle_cpu + cpu_range * load.fixed_cpu
+        stateful = self.topology.vertices[self.topology.stateful_index]
+        self._state_ratio = self.topology.input_ratios[self.topology.stateful_index]
+        record_time_ns = 1e9 * stateful.cost / self._deployment.worker_capacity_rps
+        self._state = state_rates(
+            self.profile, self._deployment.managed_mb, load.state_shares, record_time_ns
+        )
 
     def _validate_parallelism(self, n: int) -> int:
-        if isinstance(n, bool) or int(n) != n or not 1 <= n <= self.params.max_parallelism:
-            raise ValueError(f"parallelism must be an integer in 1..{self.params.max_parallelism}, got {n!r}")
+        if isinstance(n, bool) or int(n) != n or not 1 <= n <= self._max_parallelism:
+            raise ValueError(f"parallelism must be an integer in 1..{self._max_parallelism}, got {n!r}")
         return int(n)
 
     @staticmethod
@@ -436,3 +518,13 @@ class Twin:
     def _check_past(self, t_s: int) -> None:
         if not 0 <= t_s <= self._t:
             raise ValueError(f"instant {t_s} s is outside the simulated range 0..{self._t} s")
+
+
+def _hash_keys(topology: Topology, seed: np.random.SeedSequence) -> dict[int, KeyGroups]:
+    """Key groups of every keyed vertex; the first uses `seed` itself (the one-operator twin's draws)."""
+    keyed = [i for i, v in enumerate(topology.vertices) if v.keyed]
+    seeds = [seed, *seed.spawn(max(len(keyed) - 1, 0))]
+    return {
+        i: KeyGroups.hashed(v.num_keys, v.max_parallelism, np.random.default_rng(s), v.zipf_exponent)
+        for (i, v), s in zip(((i, topology.vertices[i]) for i in keyed), seeds, strict=False)
+    }

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import tempfile
 from collections import Counter
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import structlog
 
 from forecasting.executor import InlineExecutor
 from forecasting.online import ModelSource, WorkloadForecaster
@@ -136,9 +138,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--spark", action="store_true", help="retrain through the Spark job (local[2])")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    from daemon.logs import configure_logging
-
-    configure_logging("warning", "console", sys.stderr)  # stdout carries only the result
+    structlog.configure(  # warnings and worse to stderr: stdout carries only the result
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+    )
     result = compare(args.weeks, args.seed, args.spark, args.interval_s)
     if args.json:
         print(json.dumps(result))

@@ -14,6 +14,9 @@ reach; the executors need the history path (any Spark-readable URI) and the Pyth
 
 from __future__ import annotations
 
+from forecasting.blas import limit_blas_threads  # first: one BLAS thread for every library loaded later
+
+# isort: split
 import argparse
 import datetime as dt
 import json
@@ -30,7 +33,6 @@ from typing import Any
 
 import pandas as pd
 
-from forecasting.blas import limit_blas_threads
 from forecasting.registry import ModelRegistry, serialize
 from forecasting.spark.train import RetrainSettings, train_job
 
@@ -42,9 +44,13 @@ def spark_session(master: str | None = None, app_name: str = "foresail-retrain")
     """A session for the job (None: the master spark-submit set). Local masters bind to 127.0.0.1."""
     from pyspark.sql import SparkSession
 
+    builder = SparkSession.builder.appName(app_name)
     if master is None or master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    builder = SparkSession.builder.appName(app_name)
+        # the Python workers run this interpreter: the one with pandas and pmdarima, activated or not
+        # (PySpark would start `python3` from the PATH otherwise; it reads the variable, not the conf)
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        builder = builder.config("spark.pyspark.python", sys.executable)
     if master:
         builder = builder.master(master)
     for key, value in {
@@ -80,17 +86,21 @@ def read_history(spark: Any, path: str, fmt: str = "auto") -> Any:
         raise ValueError(
             f"{path}: history lacks the column(s) {sorted(missing)} (schema: job, timestamp, rate)"
         )
+    # try_ forms: a row with a bad timestamp or a non-numeric rate becomes null (and is dropped by the
+    # training's cleaning), it never aborts the run as Spark's ANSI casts would
     stamp = frame.schema["timestamp"].dataType
     if isinstance(stamp, T.StringType):
-        seconds = F.unix_micros(F.to_timestamp("timestamp")) / 1e6
+        as_number = F.col("timestamp").try_cast("double")
+        as_time = F.unix_micros(F.try_to_timestamp(F.col("timestamp"))) / 1e6
+        seconds = F.coalesce(as_number, as_time)
     elif isinstance(stamp, T.TimestampType | T.TimestampNTZType):
         seconds = F.unix_micros(F.col("timestamp").cast("timestamp")) / 1e6
     else:
-        seconds = F.col("timestamp").cast("double")
-    return frame.select(
+        seconds = F.col("timestamp").try_cast("double")
+    return frame.filter(F.col("job").isNotNull()).select(
         F.col("job").cast("string").alias("job"),
         seconds.alias("t"),
-        F.col("rate").cast("double").alias("rate"),
+        F.col("rate").try_cast("double").alias("rate"),
     )
 
 
@@ -235,12 +245,40 @@ def settings_from_args(args: argparse.Namespace, base: RetrainSettings) -> Retra
 
 
 def run(args: argparse.Namespace, base: RetrainSettings) -> int:
-    """Run the job as the command line asked; 0 when no job failed (skipped jobs are not failures)."""
+    """Run the job as the command line asked: 0 when every job trained or was skipped with its reason and
+    at least one model was published; 1 when a job failed or nothing was trained (one line per job says
+    why); 2 when the input cannot be read (one line)."""
+    problem = _input_problem(args.history)
+    if problem:
+        print(f"retrain: {problem}", file=sys.stderr)
+        return 2
     spark = spark_session(args.master)
     jobs = [name.strip() for name in args.jobs.split(",")] if args.jobs else None
-    summary = retrain(spark, args.history, args.registry, settings_from_args(args, base), jobs, args.format)
+    try:
+        summary = retrain(
+            spark, args.history, args.registry, settings_from_args(args, base), jobs, args.format
+        )
+    except Exception as error:  # unreadable input: Spark's AnalysisException, our ValueError
+        print(f"retrain: {args.history}: {_first_line(error)}", file=sys.stderr)
+        return 2
     print_summary(summary, args.json)
+    if not any(item["status"] == "ok" for item in summary):
+        print(f"retrain: nothing trained: no model published from {args.history}", file=sys.stderr)
+        return 1
     return 1 if any(item["status"] == "failed" for item in summary) else 0
+
+
+def _input_problem(history: str) -> str | None:
+    """A local history path that does not exist (Spark's own error is a page of JVM trace)."""
+    if "://" in history and not history.startswith("file://"):
+        return None
+    path = Path(history.removeprefix("file://"))
+    return None if path.exists() else f"{history}: no such file or directory"
+
+
+def _first_line(error: Exception) -> str:
+    """Spark's errors carry the JVM stack after the message: keep the message."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def print_summary(summary: list[dict[str, Any]], as_json: bool) -> None:
@@ -259,7 +297,7 @@ def print_summary(summary: list[dict[str, Any]], as_json: bool) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """spark-submit entry point; the model settings come from a foresail config file (--config)."""
-    from forecasting.spark.commands import add_retrain_arguments
+    from forecasting.spark.arguments import add_retrain_arguments
 
     parser = argparse.ArgumentParser(description="foresail: retrain the forecasters on Spark")
     add_retrain_arguments(parser)

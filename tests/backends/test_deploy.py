@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -10,6 +12,7 @@ import yaml
 from packaging.requirements import Requirement
 
 from config.load import parse_config
+from tests.conftest import require_tool
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -37,6 +40,8 @@ def test_the_role_grants_exactly_what_the_daemon_uses():
         ("coordination.k8s.io", "leases", "create"),  # leader election
         ("coordination.k8s.io", "leases", "get"),
         ("coordination.k8s.io", "leases", "patch"),
+        ("", "events", "create"),  # Events on the scaled object (backends/oversight.py)
+        ("autoscaling", "horizontalpodautoscalers", "list"),  # refuse beside another autoscaler
     }
 
 
@@ -68,3 +73,88 @@ def test_the_image_is_non_root_health_checked_and_installs_pinned_versions():
         name = requirement.name.lower().replace("_", "-")
         assert name in pins, f"{name} has no pinned version in deploy/constraints.txt"
         assert pins[name] in requirement.specifier, f"{name}=={pins[name]} does not satisfy {requirement}"
+
+
+# ---- operations: alerts, dashboard, RBAC text, kustomize, image ---------------------------------------
+def _exported_metrics() -> set[str]:
+    """Every series name the daemon's /metrics can show (counters with their _total, histograms' parts)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from daemon.health import DaemonMetrics
+
+    metrics = DaemonMetrics()
+    metrics.capacity.labels("1", "current").set(1)
+    metrics.decisions.labels("hold", "x").inc()
+    metrics.errors.labels("execute").inc()
+    metrics.rescale_outcomes.labels("ready").inc()
+    from prometheus_client import generate_latest
+
+    text = generate_latest(metrics.registry).decode()
+    return {sample.name for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
+def _metric_names(expression: str) -> set[str]:
+    return set(re.findall(r"\bforesail_[a-z_]+", expression))
+
+
+def test_the_alert_rules_pass_promtool_and_use_exported_metrics():
+    promtool = require_tool("promtool")
+    checked = subprocess.run(
+        [promtool, "check", "rules", str(DEPLOY / "alerts.yaml")], capture_output=True, text=True, check=False
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    rules = yaml.safe_load((DEPLOY / "alerts.yaml").read_text())["groups"][0]["rules"]
+    names = {rule["alert"] for rule in rules}
+    assert {
+        "ForesailLoopStalled",
+        "ForesailHoldingOnBadData",
+        "ForesailForecastPoor",
+        "ForesailRescaleFailed",
+    } <= names
+    exported = _exported_metrics()
+    for rule in rules:
+        assert _metric_names(rule["expr"]) <= exported, rule["alert"]
+
+
+def test_the_dashboard_queries_exported_metrics():
+    dashboard = json.loads((DEPLOY / "grafana-dashboard.json").read_text())
+    expressions = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+    used = set().union(*(_metric_names(e) for e in expressions))
+    assert used <= _exported_metrics()
+    assert {"foresail_current_scaleout", "foresail_forecast_wape", "foresail_paused"} <= used
+
+
+def test_the_readme_names_exactly_the_roles_grants():
+    readme = (REPO / "README.md").read_text()
+    text = readme[readme.index("- **Permissions**") :].split("\n- **", 1)[0]
+    role = next(d for d in _documents("rbac.yaml") if d["kind"] == "Role")
+    for rule in role["rules"]:
+        for resource in rule["resources"]:
+            assert f"`{resource}`" in text, resource
+            for verb in rule["verbs"]:
+                assert f"`{verb}`" in text, (resource, verb)
+    assert "nothing else" in text
+
+
+def test_kustomize_sets_the_namespace_and_image_once_and_ships_the_operations_files():
+    kustomization = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
+    assert kustomization["namespace"] == "flink"
+    (image,) = kustomization["images"]
+    sidecar_images = re.findall(r"image: (\S+)", (DEPLOY / "flink-reactive.yaml").read_text())
+    assert any(found.split(":")[0] == image["name"] for found in sidecar_images)
+    for resource in kustomization["resources"]:
+        assert (DEPLOY / resource).is_file(), resource
+    generated = {f for generator in kustomization["configMapGenerator"] for f in generator["files"]}
+    assert generated == {"grafana-dashboard.json", "alerts.yaml"}
+    (config_map,) = _documents("configmap.yaml")
+    config = yaml.safe_load(config_map["data"]["foresail.yaml"])
+    assert config["kubernetes"]["namespace"] == kustomization["namespace"]
+
+
+def test_the_image_copies_every_package_and_leaves_the_rest_out():
+    dockerfile = (REPO / "Dockerfile").read_text()
+    packages = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    for package in {p.split(".")[0] for p in packages}:
+        assert re.search(rf"^COPY {package} {package}$", dockerfile, re.M), package
+    ignored = (REPO / ".dockerignore").read_text().split()
+    assert {".git", "tests", ".venv", "data"} <= set(ignored)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from backends.execution import FollowedTarget, FollowingSource, NotApplied, RescaleFollower
-from mape.types import Observation
+from messages.types import Observation
 
 
 class FakeTarget:

@@ -17,7 +17,7 @@ from kubernetes.client.exceptions import ApiException
 from backends.execution import FollowedTarget, FollowingSource, NotApplied, RescaleFollower
 from backends.kubernetes import DeploymentScale, FlinkDeploymentScale, KubernetesTarget
 from backends.localflink import LocalFlinkCluster, LocalFlinkTarget
-from mape.types import Observation
+from messages.types import Observation
 from tests.backends.kube_emulator import TM_LABELS, KubeEmulator
 
 NS, NAME = "flink", "flink-taskmanager"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from capacity.model import CapacityModel, CapacitySettings, valid_windows
-from mape.types import WorkerSeries
+from messages.types import WorkerSeries
 from tests.conftest import read_columns
 
 STEP_S = 15.0  # the recorded series have a 15 s step

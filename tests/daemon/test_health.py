@@ -7,7 +7,7 @@ import requests
 
 from daemon.health import DaemonMetrics, HealthServer
 from mape.loop import IterationResult
-from mape.types import Assessment, Decision
+from messages.types import Assessment, Decision
 
 
 class Clock:
@@ -64,3 +64,25 @@ def test_metrics_expose_decisions_capacity_forecast_and_loop_duration():
     assert "foresail_loop_duration_seconds_sum 0.6" in text
     assert 'foresail_rescale_outcomes_total{outcome="ready"} 1.0' in text
     assert "foresail_rescales_executed_total 1.0" in text
+
+
+def test_readyz_waits_for_the_first_iteration_then_follows_the_loop():
+    clock = Clock()
+    metrics = DaemonMetrics(monotonic=clock)
+    server = HealthServer(
+        metrics,
+        "127.0.0.1",
+        0,
+        lambda: metrics.healthy(interval_s=10, unhealthy_after_loops=3),
+        lambda: metrics.ready(interval_s=10, unhealthy_after_loops=3),
+    )
+    url = f"http://127.0.0.1:{server.port}"
+    try:
+        assert requests.get(f"{url}/healthz", timeout=5).status_code == 200  # alive ...
+        assert requests.get(f"{url}/readyz", timeout=5).status_code == 503  # ... not ready yet
+        metrics.record(_result(2), duration_s=0.1)
+        assert requests.get(f"{url}/readyz", timeout=5).status_code == 200
+        clock.now = 31.0
+        assert requests.get(f"{url}/readyz", timeout=5).status_code == 503  # the loop stalled
+    finally:
+        server.close()

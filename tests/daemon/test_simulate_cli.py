@@ -67,3 +67,64 @@ def test_unknown_trace_or_policy_is_a_config_error(capsys, tmp_path):
     assert "twin.workload" in capsys.readouterr().err
     assert main(["simulate", "--workload", "builtin:sine", "--policy", "magic"]) == 2
     assert "scaling.policy" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def forty_minute_trace(tmp_path_factory, recorded_workloads) -> Path:
+    return trace_head(recorded_workloads, "sine_60000_6h.csv", 2400, tmp_path_factory.mktemp("short"))
+
+
+@pytest.mark.parametrize("topology", ["single", "wordcount", "ysb", "session", "io-sink"])
+def test_every_topology_reports_its_vertices_and_bottleneck(capsys, forty_minute_trace, topology):
+    from simulator.topology import load_topology
+
+    summary = _simulate(capsys, "--workload", str(forty_minute_trace), "--topology", topology)
+    assert summary.keys() >= KEYS | {"bottleneck_vertex", "true_bottleneck_vertex", "vertices"}
+    names = [v.name for v in load_topology(topology).vertices]
+    assert [v["name"] for v in summary["vertices"]] == names
+    assert summary["bottleneck_vertex"] in names
+    assert summary["topology"] == topology and summary["capacity_model"] == "dag"
+    assert summary["records_in"] == summary["records_processed"] + summary["backlog_end_records"]
+    for vertex in summary["vertices"]:
+        assert vertex.keys() == {
+            "name",
+            "needed_parallelism_at_peak",
+            "median_utilization",
+            "capacity_error_pct",
+        }
+
+
+def test_the_job_level_model_can_be_chosen_on_the_same_run(capsys, forty_minute_trace):
+    summary = _simulate(
+        capsys, "--workload", str(forty_minute_trace), "--topology", "io-sink", "--capacity-model", "job"
+    )
+    assert summary["capacity_model"] == "job" and summary["capacity_model_dag_share"] == 0.0
+    assert summary["bottleneck_vertex"] is None and summary["true_bottleneck_vertex"] == "sink"
+
+
+def test_latency_objective_reports_the_target_share_and_the_skew(capsys, tmp_path, recorded_workloads):
+    """25 minutes of the sine on the hot-key job (before the first ARIMA fit: quick)."""
+    trace = trace_head(recorded_workloads, "sine_60000_6h.csv", 1500, tmp_path)
+    summary = _simulate(
+        capsys,
+        "--workload",
+        str(trace),
+        "--topology",
+        "hot-key",
+        "--objective",
+        "latency",
+        "--latency-target-ms",
+        "2000",
+    )
+    assert summary["objective"] == "latency" and summary["latency_target_ms"] == 2000
+    assert 0.5 < summary["latency_target_met_share"] <= 1.0
+    assert summary["skew_imbalance_max"] > 1.2 and summary["skew_named_vertices"] == ["count"]
+    assert summary["latency_model_raw_error_pct"] > 90  # the queueing model misses the 0.5 s base
+    assert summary["latency_offset_s"] == pytest.approx(0.5, abs=0.2)
+
+
+def test_an_unknown_objective_is_refused(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["simulate", "--workload", "builtin:sine", "--objective", "throughput"])
+    assert exit_info.value.code == 2
+    assert "invalid choice: 'throughput'" in capsys.readouterr().err

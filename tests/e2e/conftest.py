@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import require_tool
 from tests.e2e.stack import FlinkStack, PrometheusServer, compile_job, flink_home, wait_for
 
 WORK_PER_RECORD = 400_000
@@ -79,6 +80,8 @@ class Stack:
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory) -> Stack:
     workdir: Path = tmp_path_factory.mktemp("stack")
+    for tool in ("java", "javac", "jar", "prometheus"):
+        require_tool(tool)
     home = flink_home()
     compile_job(home, workdir / "build")
     flink = FlinkStack(workdir / "flink", home, work=WORK_PER_RECORD, initial_rps=CALIBRATION_RPS)

@@ -22,6 +22,7 @@ import requests
 
 from backends.flinkrest import FlinkRest, JobStatus
 from backends.localflink import LocalFlinkCluster
+from tests.conftest import require_tool
 
 REPO = Path(__file__).resolve().parents[2]
 FLINK_VERSION = "2.3.0"
@@ -104,9 +105,7 @@ def install_flink(target: Path) -> None:
 
 
 def prometheus_binary() -> str:
-    binary = shutil.which("prometheus")
-    assert binary, f"the prometheus binary is not installed; {INSTALL_HINT}"
-    return binary
+    return require_tool("prometheus")  # skipped (with the reason) where it cannot be installed
 
 
 def compile_job(home: Path, build_dir: Path) -> Path:
@@ -188,8 +187,20 @@ class FlinkStack:
 
     REPORTER_PORTS = 8
 
-    def __init__(self, workdir: Path, home: Path, work: int, initial_rps: int = 0) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        home: Path,
+        work: int,
+        initial_rps: int = 0,
+        job_args: tuple[str, ...] = (),
+        conf: dict[str, str] | None = None,
+    ) -> None:
         self.workdir = workdir
+        self.job_args = list(job_args)
+        """Further arguments of the load job (e.g. its topology)."""
+        self.extra_conf = dict(conf or {})
+        """Flink settings added to (or replacing) the defaults below."""
         self.home = home
         self.rest_port = free_port()
         self.rest_url = f"http://127.0.0.1:{self.rest_port}"
@@ -236,6 +247,7 @@ class FlinkStack:
             "execution.checkpointing.interval": "5s",
             "execution.checkpointing.dir": f"file://{self.workdir / 'checkpoints'}",
         }
+        settings |= self.extra_conf
         lines = [f"{key}: {_yaml_scalar(value)}" for key, value in settings.items()]
         (self.conf_dir / "config.yaml").write_text("\n".join(lines) + "\n")
 
@@ -247,7 +259,8 @@ class FlinkStack:
         ]
 
     def start(self, taskmanagers: int = 1) -> None:
-        self.cluster.start_application(JOB_CLASS, ["--trace", str(self.trace.path), "--work", str(self.work)])
+        arguments = ["--trace", str(self.trace.path), "--work", str(self.work), *self.job_args]
+        self.cluster.start_application(JOB_CLASS, arguments)
         self.cluster.scale_to(taskmanagers)
         self.wait_parallelism(taskmanagers, timeout_s=120)
 

@@ -10,7 +10,7 @@ import pytest
 
 from capacity.model import valid_windows
 from mape.knowledge import Knowledge, KnowledgeSettings, KnowledgeStore
-from mape.types import Decision, WorkerSeries
+from messages.types import Decision, WorkerSeries
 from recovery.tracker import ObservedRecovery
 
 

@@ -15,7 +15,7 @@ from structlog.testing import capture_logs
 from config.schema import Config
 from daemon.build import make_loop, make_twin
 from mape.knowledge import Knowledge, KnowledgeStore
-from mape.types import Observation
+from messages.types import Observation
 
 
 class Unreachable:

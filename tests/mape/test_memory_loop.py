@@ -10,7 +10,9 @@ from config.schema import Config
 from daemon.build import knowledge_settings, make_loop, make_twin
 from forecasting.executor import InlineExecutor
 from mape.knowledge import KnowledgeStore
-from mape.types import Observation
+from memory.knowledge import memory_decisions as stored_memory_decisions
+from memory.knowledge import memory_of
+from messages.types import Observation
 
 
 def _config(profile: str, policy: str = "foresail", **twin) -> Config:
@@ -42,7 +44,7 @@ def test_a_stateless_job_is_analysed_with_the_one_capacity_model_and_no_memory_l
     _, knowledge, results = _run(_config("stateless"), store, 600)
     memory = results[-1].assessment.memory
     assert memory is not None and not memory.stateful and memory.capacities_by_level == {}
-    assert knowledge.capacity.observed and knowledge.memory.capacities.models == {}
+    assert knowledge.capacity.observed and memory_of(knowledge).capacities.models == {}
 
 
 def test_the_cpu_only_policy_is_not_memory_aware():
@@ -63,17 +65,18 @@ def test_a_read_heavy_job_scales_memory_up_and_the_history_survives_a_restart(tm
     decision = results[-1].decision
     assert decision.rule == "memory-up" and decision.target_memory_level == 1
     assert world.twin.managed_mb == 316.0 and world.twin.memory_changes == 1
-    assert knowledge.memory.level == 1
-    entries = store.memory_decisions("lookup")
+    assert memory_of(knowledge).level == 1
+    entries = stored_memory_decisions(store, "lookup")
     assert len(entries) == 1 and entries[0].scaled_up and 0 < entries[0].hit_rate_before < 0.8
     assert math.isfinite(entries[0].latency_ns_before)
     store.close()
 
     restored = KnowledgeStore(path).load(knowledge_settings(config, InlineExecutor))
-    assert restored.memory.level == 1
-    assert restored.memory.history.last["lookup"] == entries[0]
-    assert restored.memory.history.stateful == {"lookup"} and restored.memory.history.readers == {"lookup"}
-    assert restored.memory.capacities.known_levels() == [0]
+    memory = memory_of(restored)
+    assert memory.level == 1
+    assert memory.history.last["lookup"] == entries[0]
+    assert memory.history.stateful == {"lookup"} and memory.history.readers == {"lookup"}
+    assert memory.capacities.known_levels() == [0]
     restored.close()
 
 
@@ -82,7 +85,7 @@ def test_capacity_is_learned_per_level_and_offered_for_the_other_known_levels():
     config = _config("read-heavy", initial_scaleout=2)
     _, knowledge, results = _run(config, store, 2400)
     last = results[-1].assessment
-    levels = knowledge.memory.capacities.known_levels()
+    levels = memory_of(knowledge).capacities.known_levels()
     assert len(levels) >= 2 and last.memory.level in levels
     assert set(last.memory.capacities_by_level) == set(levels) - {last.memory.level}
     assert all(len(per) == config.scaling.max_scaleout for per in last.memory.capacities_by_level.values())
@@ -117,7 +120,7 @@ def test_a_target_that_cannot_change_memory_gets_the_scaleout_and_never_a_crash(
             assert "cannot change the managed memory" in result.errors["execute"] and not result.executed
         else:  # the scale-out part is applied; the memory level stays as the job runs it
             assert result.executed and "execute" not in result.errors
-    assert knowledge.memory.level == 0
+    assert memory_of(knowledge).level == 0
     knowledge.close()
 
 

@@ -7,7 +7,7 @@ import math
 from mape.knowledge import Knowledge
 from mape.plan import GuardedPlan
 from mape.reactive import ReactivePolicy
-from mape.types import Assessment
+from messages.types import Assessment
 
 PER_WORKER_RPS = 10_000.0
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from mape.knowledge import Knowledge
 from mape.proactive import ProactivePolicy
-from mape.types import Assessment
+from messages.types import Assessment
 
 PER_WORKER_RPS = 10_000.0
 NOW_S = 10_000.0

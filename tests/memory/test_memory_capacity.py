@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from capacity.model import valid_windows
-from mape.types import WorkerSeries
 from memory.capacities import LevelCapacities
 from memory.curve import CacheCurve, capacities_at, observed_curve
 from memory.levels import MemoryLevels
+from messages.types import WorkerSeries
 
 LEVELS = MemoryLevels(158.0, 3)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mape.types import Decision
+from messages.types import Decision
 
 
 def test_a_memory_only_change_reconfigures_although_the_scaleout_holds():

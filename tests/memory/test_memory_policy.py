@@ -10,11 +10,12 @@ from hypothesis import strategies as st
 
 from mape.knowledge import Knowledge
 from mape.proactive import ProactivePolicy
-from mape.types import Assessment, MemoryAssessment, OperatorState
 from memory.cost import Prices
 from memory.history import OperatorDecision
+from memory.knowledge import memory_of
 from memory.levels import MemoryLevels
 from memory.policy import MemoryAwarePolicy, MemorySettings
+from messages.types import Assessment, MemoryAssessment, OperatorState
 
 PER_WORKER_RPS = 10_000.0
 NOW_S = 10_000.0
@@ -75,9 +76,9 @@ def _policy(**settings_) -> MemoryAwarePolicy:
 
 def _knowledge(last: OperatorDecision | None = None) -> Knowledge:
     knowledge = Knowledge()
-    knowledge.memory.history.stateful = {"lookup"}
+    memory_of(knowledge).history.stateful = {"lookup"}
     if last is not None:
-        knowledge.memory.history.last["lookup"] = last
+        memory_of(knowledge).history.last["lookup"] = last
     return knowledge
 
 

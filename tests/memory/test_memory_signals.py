@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from mape.types import OperatorState
 from memory.levels import MemoryLevels, block_cache_mb, write_buffer_mb
 from memory.signals import has_signal, highest_latency_ns, hit_rate, lowest_hit_rate
+from messages.types import OperatorState
 
 
 def test_hit_rate_is_hits_over_reads_in_the_window():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,8 +11,9 @@ from simulator import calibration
 from simulator.params import TwinParams
 from simulator.skew import key_group_counts, subtask_shares
 from simulator.twin import Twin
+from tests.conftest import SHARED_DATA
 
-METRICS = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "daedalus" / "metrics"
+METRICS = SHARED_DATA / "metrics"
 DEFAULTS = TwinParams()
 
 

@@ -1,4 +1,4 @@
-"""`simulator.compare`: policies × seeds on one trace, aggregated, tabulated and plotted."""
+"""`daemon.compare`: policies × seeds on one trace, aggregated, tabulated and plotted."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from config.schema import Config
-from simulator.compare import (
+from daemon.compare import (
     ORACLE,
     aggregate,
     fmt,
@@ -96,3 +96,12 @@ def test_target_check_takes_the_cheaper_hpa_and_its_slo_seconds():
     assert check["static_met"] and check["hpa_met"] and check["slo_met"] and check["met"]
     check = target_check({"foresail": stats(45, 30), "static": stats(100, 0), "hpa-85": stats(60, 20)})
     assert not check["slo_met"] and not check["met"]
+
+
+def test_a_policy_can_name_its_capacity_model_so_both_run_side_by_side(one_hour_trace):
+    config = Config.model_validate({"twin": {"workload": str(one_hour_trace), "topology": "io-sink"}})
+    comparison = run_comparison(config, ["static:dag", "static:job"], seeds=1, jobs=1, keep_series=False)
+    assert comparison.policies == ["static:dag", "static:job"]
+    dag, job = comparison.runs["static:dag"][0], comparison.runs["static:job"][0]
+    assert (dag["capacity_model"], job["capacity_model"]) == ("dag", "job")
+    assert dag["bottleneck_vertex"] == "sink" and job["bottleneck_vertex"] is None

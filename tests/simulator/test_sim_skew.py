@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -11,8 +9,9 @@ from simulator.calibration import throughput_share_cov, worker_mean_cpu
 from simulator.params import TwinParams
 from simulator.skew import key_group_counts, operator_index_for_key_group, subtask_shares
 from simulator.twin import Twin
+from tests.conftest import SHARED_DATA
 
-METRICS = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "daedalus" / "metrics"
+METRICS = SHARED_DATA / "metrics"
 
 
 def flink_key_group_range(max_parallelism: int, parallelism: int, index: int) -> range:

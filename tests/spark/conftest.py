@@ -7,11 +7,13 @@ import os
 import pytest
 
 from forecasting.spark.train import RetrainSettings
+from tests.conftest import require_tool
 
 
 @pytest.fixture(scope="session")
 def spark():
     """Real PySpark in local mode (2 cores, as on the CI machines); started once, ~5-20 s."""
+    require_tool("java")  # Spark's driver is a JVM
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from forecasting.spark.job import spark_session
 

@@ -16,6 +16,7 @@ from backends.prometheus import PrometheusClient
 from config.backends import PrometheusConfig
 from daemon.cli import main
 from forecasting.history import ExportError, chunks, export_history, parse_time, read_history, write_history
+from tests.conftest import require_tool
 from tests.e2e.stack import PrometheusServer
 
 STEP_S = 5
@@ -31,6 +32,7 @@ def rate(job: str, t: np.ndarray) -> np.ndarray:
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory):
     """A real Prometheus whose TSDB holds two jobs' input rates every 5 s, backfilled with promtool."""
+    promtool = require_tool("promtool")
     workdir = tmp_path_factory.mktemp("prometheus-history")
     times = np.arange(START_S, END_S + 1, STEP_S)
     lines = ["# TYPE foresail_test_input_rate gauge"]
@@ -41,7 +43,7 @@ def prometheus(tmp_path_factory):
         ]
     (workdir / "data.om").write_text("\n".join([*lines, "# EOF", ""]))
     subprocess.run(
-        ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(workdir / "data.om"), str(workdir / "tsdb")],
+        [promtool, "tsdb", "create-blocks-from", "openmetrics", str(workdir / "data.om"), str(workdir / "tsdb")],
         check=True, capture_output=True,
     )  # fmt: skip
     server = PrometheusServer(workdir, tsdb=workdir / "tsdb")

@@ -51,9 +51,12 @@ def test_a_damaged_artifact_or_another_resolution_is_refused(tmp_path, trained):
     result, _ = trained
     registry = ModelRegistry(tmp_path)
     entry = registry.publish("shop", serialize(result.model), result.metadata)
-    source = RegistrySource(tmp_path, "shop", resolution_s=10.0)
-    with pytest.raises(ValueError, match=r"trained at 300\.0 s buckets"):
+    source = RegistrySource(tmp_path, "shop", resolution_s=600.0)  # finer models cannot be coarsened
+    with pytest.raises(ValueError, match=r"trained at 300 s buckets, finer than the forecaster's 600 s"):
         source.load(entry.name)
+    odd = RegistrySource(tmp_path, "shop", resolution_s=70.0)  # 300 s is no multiple of 70 s
+    with pytest.raises(ValueError, match="not a multiple"):
+        odd.load(entry.name)
     (entry.path / "model.pkl").write_bytes(b"garbage")
     with pytest.raises(ValueError, match="sha256"):
         registry.load(entry)

@@ -137,7 +137,7 @@ def test_too_short_or_too_coarse_histories_are_skipped_with_the_reason(small_set
     assert short.status == "skipped" and "history covers" in short.reason
     coarse_times = T0 + np.arange(0, 3 * 86_400, 3600.0)
     coarse = train_job("coarse", coarse_times, np.ones(coarse_times.size), small_settings)
-    assert coarse.status == "skipped" and "coarser than the model resolution" in coarse.reason
+    assert coarse.status == "skipped" and "coarser than the forecast horizon" in coarse.reason
     assert train_job("empty", np.array([]), np.array([]), small_settings).status == "skipped"
 
 

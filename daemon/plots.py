@@ -14,7 +14,7 @@ matplotlib.use("Agg")  # files only, never a display
 import matplotlib.pyplot as plt
 import numpy as np
 
-from simulator.compare import ORACLE, Comparison
+from daemon.compare import ORACLE, Comparison
 
 HOUR_S = 3600.0
 

@@ -2,7 +2,7 @@
 
 Runs go to a process pool (the twin and loop are single-threaded; one process per core). Output:
 `summary.json` (every run's summary, mean ± sd per policy, the derived ratios, the target check),
-`table.md` (Markdown tables) and the PNG plots of `simulator.plots`.
+`table.md` (Markdown tables) and the PNG plots of `daemon.plots`.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import numpy as np
 from config.load import parse_config
 from config.schema import Config
 from daemon.logs import configure_logging
+from daemon.simulate import simulate
 from forecasting.blas import limit_blas_threads
-from simulator.runner import simulate
 
 ORACLE = "oracle"
 HEADLINE = (
@@ -54,21 +54,26 @@ class Comparison:
 def run_comparison(
     config: Config, policies: Sequence[str], seeds: int, jobs: int | None = None, keep_series: bool = True
 ) -> Comparison:
-    """Every policy (the oracle is implied: it is every run's floor) on seeds twin.seed .. twin.seed+seeds-1."""
+    """Every policy (the oracle is implied: it is every run's floor) on seeds twin.seed .. twin.seed+seeds-1.
+
+    A policy may name its capacity model after a colon (`foresail:job`, `foresail:dag`) so that the two
+    models run side by side; the runs are reported under that name."""
     policies = [p for p in dict.fromkeys(policies) if p != ORACLE]
     seed_list = [config.twin.seed + i for i in range(seeds)]
     base = config.model_dump()
     tasks = []
-    for policy in policies:
+    for spec in policies:
+        policy, _, model = spec.partition(":")
         for seed in seed_list:
             data = {
                 **base,
                 "twin": {**base["twin"], "seed": seed},
                 "scaling": {**base["scaling"], "policy": policy},
+                "capacity": {**base["capacity"], **({"model": model} if model else {})},
             }
             data["knowledge"] = {**base["knowledge"], "path": ":memory:"}
-            tasks.append((data, keep_series))
-    for data, _ in tasks:  # fail fast, in this process, on a bad policy name or knob
+            tasks.append((spec, data, keep_series))
+    for _, data, _ in tasks:  # fail fast, in this process, on a bad policy name or knob
         parse_config(data, "compare")
     workers = max(1, min(jobs or os.cpu_count() or 1, len(tasks)))
     if workers == 1:
@@ -77,8 +82,8 @@ def run_comparison(
         with ProcessPoolExecutor(max_workers=workers, initializer=_quiet_logs) as pool:
             results = list(pool.map(_run, tasks))
     comparison = Comparison(config.twin.workload, seed_list)
-    for summary in results:
-        comparison.runs.setdefault(summary["policy"], []).append(summary)
+    for (spec, _, _), summary in zip(tasks, results, strict=True):
+        comparison.runs.setdefault(spec, []).append(summary)
     return comparison
 
 
@@ -88,8 +93,8 @@ def _quiet_logs() -> None:
     limit_blas_threads()
 
 
-def _run(task: tuple[dict, bool]) -> dict:
-    data, keep_series = task
+def _run(task: tuple[str, dict, bool]) -> dict:
+    _, data, keep_series = task
     return simulate(parse_config(data, "compare"), keep_series=keep_series)
 
 
@@ -196,7 +201,7 @@ def markdown_tables(stats: dict[str, dict[str, dict]], seeds: int) -> str:
 
 def write_outputs(comparison: Comparison, out_dir: Path, static_scaleout: int = 12) -> dict[str, object]:
     """summary.json, table.md and the plots into out_dir; returns the summary."""
-    from simulator.plots import write_plots  # matplotlib only when plotting
+    from daemon.plots import write_plots  # matplotlib only when plotting
 
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = per_run_metrics(comparison, static_scaleout)

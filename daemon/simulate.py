@@ -15,11 +15,14 @@ import structlog
 from config.schema import Config
 from daemon.build import knowledge_settings, loop_interval_s, make_loop, make_twin
 from forecasting.executor import InlineExecutor
-from mape.knowledge import KnowledgeStore
+from mape.knowledge import Knowledge, KnowledgeStore
+from mape.latency_policy import LATENCY, LatencyKnowledge
 from simulator.baselines import oracle_workers
+from simulator.metrics import mean_latency_per_second_s
 from simulator.recoveries import recovery_summary
 from simulator.score import score
 from simulator.twin import Twin
+from simulator.vertex_score import VertexScorer
 
 
 def simulate(config: Config, audit_path: Path | None = None, keep_series: bool = False) -> dict[str, object]:
@@ -36,6 +39,7 @@ def simulate(config: Config, audit_path: Path | None = None, keep_series: bool =
         capacity_errors, forecasts, observed = [], [], []
         capacity_changes = [(0, world.twin.true_capacity_rps())]
         all_errors: list[float] = []  # every scale-out's estimate, not just the current one's
+        vertices = VertexScorer(world.twin)
         scaleouts = range(config.scaling.min_scaleout, config.scaling.max_scaleout + 1)
         interval_s = loop_interval_s(config)
         now_s = interval_s
@@ -44,11 +48,13 @@ def simulate(config: Config, audit_path: Path | None = None, keep_series: bool =
             true_rps = world.twin.true_capacity_rps()
             true_by_n = {n: world.twin.true_capacity_rps_for(n) for n in scaleouts}
             result = loop.iterate(now_s)
+            vertices.observe_skew(result.skew)
             observed.extend(result.recoveries)
             if result.executed:
                 capacity_changes.append((int(now_s), world.twin.true_capacity_rps()))
             assessment = result.assessment
             if assessment is not None:
+                vertices.observe(assessment)
                 estimate = assessment.capacity(assessment.current_scaleout)
                 if math.isfinite(estimate) and true_rps > 0:
                     capacity_errors.append(abs(estimate - true_rps) / true_rps)
@@ -70,7 +76,11 @@ def simulate(config: Config, audit_path: Path | None = None, keep_series: bool =
         round(float(np.percentile(all_errors, 90)) * 100, 3) if all_errors else None
     )
     summary.update(_forecast_quality(forecasts, world.twin.trace_rps))
+    summary.update(
+        vertices.summary(), topology=world.twin.topology.name, capacity_model=config.capacity.model
+    )
     summary.update(recovery_summary(world.twin, config.recovery.target_s))
+    summary.update(_latency_summary(world.twin, config, knowledge))
     summary["recovery_observed_median_s"] = _median([r.recovery_s for r in observed if r.recovered])
     summary["recovery_predicted_median_s"] = _median([r.predicted_s for r in observed if r.recovered])
     summary.update(
@@ -82,6 +92,24 @@ def simulate(config: Config, audit_path: Path | None = None, keep_series: bool =
     )
     if keep_series:
         summary["series"] = run_series(world.twin, capacity_changes)
+    return summary
+
+
+def _latency_summary(twin: Twin, config: Config, knowledge: Knowledge) -> dict[str, object]:
+    """The share of seconds whose mean latency met scaling.latency_target_ms (a second with nothing to
+    process meets it; one with records waiting but none processed counts the oldest one's age), the
+    objective, and with the latency objective how far the queueing model was off."""
+    target_s = config.scaling.latency_target_ms / 1000.0
+    latency = mean_latency_per_second_s(twin)
+    met = ~(latency > target_s)  # NaN (nothing waited) meets it
+    summary: dict[str, object] = {
+        "objective": config.scaling.objective,
+        "latency_target_ms": config.scaling.latency_target_ms,
+        "latency_target_met_share": round(float(met.mean()), 5) if len(met) else None,
+    }
+    state = knowledge.extensions.get(LATENCY)
+    if isinstance(state, LatencyKnowledge):
+        summary.update(state.summary())
     return summary
 
 

@@ -69,6 +69,102 @@ class OperatorState:
 
 
 @dataclass(frozen=True)
+class JobVertex:
+    """One vertex (task) of the job graph as Flink's REST API names it (`/jobs/:jobid`)."""
+
+    vertex_id: str
+    name: str
+    parallelism: int
+    max_parallelism: int
+
+
+@dataclass(frozen=True)
+class JobEdge:
+    """A data exchange between two vertices, with Flink's ship strategy (`/jobs/:jobid/plan`)."""
+
+    source_id: str
+    target_id: str
+    ship_strategy: str = "FORWARD"
+    """HASH (a keyBy: key groups decide the receiving subtask), REBALANCE, FORWARD, RESCALE, BROADCAST, ..."""
+
+    @property
+    def keyed(self) -> bool:
+        return self.ship_strategy.upper() == "HASH"
+
+
+@dataclass(frozen=True)
+class JobGraph:
+    """The job's vertices in topological order and the edges between them."""
+
+    vertices: tuple[JobVertex, ...]
+    edges: tuple[JobEdge, ...] = ()
+
+    def __post_init__(self) -> None:
+        position = {v.vertex_id: i for i, v in enumerate(self.vertices)}
+        if len(position) != len(self.vertices):
+            raise ValueError("job graph: duplicate vertex ids")
+        for edge in self.edges:
+            if edge.source_id not in position or edge.target_id not in position:
+                raise ValueError(
+                    f"job graph: edge {edge.source_id} -> {edge.target_id} names an unknown vertex"
+                )
+            if position[edge.source_id] >= position[edge.target_id]:
+                raise ValueError("job graph: vertices are not in topological order")
+
+    def vertex(self, vertex_id: str) -> JobVertex:
+        return next(v for v in self.vertices if v.vertex_id == vertex_id)
+
+    def inputs(self, vertex_id: str) -> tuple[JobEdge, ...]:
+        return tuple(e for e in self.edges if e.target_id == vertex_id)
+
+    def outputs(self, vertex_id: str) -> tuple[JobEdge, ...]:
+        return tuple(e for e in self.edges if e.source_id == vertex_id)
+
+    @property
+    def sources(self) -> tuple[JobVertex, ...]:
+        """Vertices without inputs: where the job's records enter."""
+        targets = {e.target_id for e in self.edges}
+        return tuple(v for v in self.vertices if v.vertex_id not in targets)
+
+    def keyed(self, vertex_id: str) -> bool:
+        """Whether the vertex reads a keyed (HASH) input, so key groups decide each subtask's share."""
+        return any(e.keyed for e in self.inputs(vertex_id))
+
+
+@dataclass(frozen=True)
+class SubtaskSeries:
+    """One subtask of one vertex over the loop window: Flink's task metrics, sampled like `WorkerSeries`.
+
+    Per second of the subtask's time, busy + backpressured + idle = 1,000 ms. `busy_ms_per_s` is NaN for a
+    legacy source (Flink reports no busy time for it) and NaN marks a gap.
+    """
+
+    vertex_id: str
+    subtask_index: int
+    taskmanager_id: str | None
+    timestamps_s: np.ndarray
+    records_in_rps: np.ndarray
+    records_out_rps: np.ndarray
+    busy_ms_per_s: np.ndarray
+    backpressured_ms_per_s: np.ndarray
+    idle_ms_per_s: np.ndarray
+
+    def __post_init__(self) -> None:
+        names = (
+            "timestamps_s",
+            "records_in_rps",
+            "records_out_rps",
+            "busy_ms_per_s",
+            "backpressured_ms_per_s",
+            "idle_ms_per_s",
+        )
+        for name in names:
+            object.__setattr__(self, name, frozen_array(getattr(self, name)))
+        if len({len(getattr(self, name)) for name in names}) > 1:
+            raise ValueError(f"subtask {self.vertex_id}[{self.subtask_index}]: series of different lengths")
+
+
+@dataclass(frozen=True)
 class Observation:
     """Immutable snapshot of one loop window, from a `MetricsSource`.
 
@@ -90,12 +186,24 @@ class Observation:
     """Per-operator state signals; empty when the backend does not report operators (memory unknown)."""
     managed_memory_mb: float | None = None
     """Managed memory per task slot the job runs with now (0 = none); None when unknown."""
+    job_graph: JobGraph | None = None
+    """The job's vertices and edges; None when the backend does not know the graph (job-level model only)."""
+    subtasks: tuple[SubtaskSeries, ...] = ()
+    """Per vertex and subtask, the task metrics of the window (only subtasks that exist now); empty when the
+    backend reports none, and the analysis then falls back to the job-level model."""
+    latency_ms: np.ndarray | None = None
+    """Mean end-to-end latency the job shows at each input-rate timestamp (Flink's latency markers or the
+    source's event-time lag), NaN where unknown; None when the backend reports no latency."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "input_timestamps_s", frozen_array(self.input_timestamps_s))
         object.__setattr__(self, "input_rate_rps", frozen_array(self.input_rate_rps))
         if len(self.input_timestamps_s) != len(self.input_rate_rps):
             raise ValueError("input rate: timestamps and values of different lengths")
+        if self.latency_ms is not None:
+            object.__setattr__(self, "latency_ms", frozen_array(self.latency_ms))
+            if len(self.latency_ms) != len(self.input_timestamps_s):
+                raise ValueError("latency: timestamps and values of different lengths")
 
 
 @dataclass(frozen=True)
@@ -119,6 +227,32 @@ class MemoryAssessment:
     @property
     def stateful_operators(self) -> tuple[OperatorState, ...]:
         return tuple(o for o in self.operators if o.stateful)
+
+
+@dataclass(frozen=True)
+class VertexAssessment:
+    """One vertex as the per-vertex analysis sees it (rates in records/s; source rates in source records/s)."""
+
+    vertex_id: str
+    name: str
+    parallelism: int
+    keyed: bool
+    input_ratio: float
+    """Records the vertex receives per source record (DS2's walk over the selectivities)."""
+    selectivity: float
+    true_rate_rps: float
+    """Mean per-subtask true processing rate: records per second of busy time (NaN when unknown)."""
+    utilization: float
+    """Busy share of the busiest subtask (NaN when Flink reports none)."""
+    backpressured: float
+    """Backpressured share of the most backpressured subtask."""
+    skew: float
+    """max / mean of the subtasks' records in (1 = even)."""
+    capacity_rps: float
+    """Source rate the vertex carries at its parallelism (inf: it is never the limit)."""
+    needed_parallelism: int | None = None
+    """Parallelism that carries the forecast peak over the horizon, or the window's peak input without a
+    forecast (None: unknown or above the max scale-out)."""
 
 
 @dataclass(frozen=True)
@@ -151,6 +285,15 @@ class Assessment:
     """Per worker (same order), mean busy share of its time over the same samples (NaN if not reported)."""
     memory: MemoryAssessment | None = None
     """Memory levels and state signals; None when the analysis is not memory-aware."""
+    capacity_model: str = "job"
+    """Which model bounds the capacity at the current scale-out: 'job' (per-worker CPU lines) or 'dag'
+    (per-vertex true rates)."""
+    capacity_model_reason: str = ""
+    bottleneck_vertex: str | None = None
+    """The vertex that limits the job at the current scale-out: the one whose hottest subtask saturates
+    first, or, when a TaskManager's core binds first (`capacity_model` 'job'), the busiest vertex on it;
+    None without per-vertex metrics."""
+    vertices: tuple[VertexAssessment, ...] = ()
 
     def __post_init__(self) -> None:
         if self.forecast_rps is not None:

@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+from forecasting.spark.arguments import add_retrain_arguments
+
 EXIT_OK, EXIT_FAILURE = 0, 1
 
 
@@ -40,22 +42,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     add_retrain_arguments(retrain)
     retrain.add_argument("--config", type=Path, help="YAML config: the models match its forecast section")
     retrain.set_defaults(handler=_retrain)
-
-
-def add_retrain_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of `foresail retrain` and of this module's spark-submit main."""
-    parser.add_argument("--history", required=True, help="history: Parquet (file or directory) or CSV")
-    parser.add_argument("--registry", required=True, help="model registry directory (created if absent)")
-    parser.add_argument(
-        "--master", default=None, help="local[*], spark://HOST:PORT, yarn… (default: spark-submit's)"
-    )
-    parser.add_argument("--format", choices=("auto", "parquet", "csv"), default="auto")
-    parser.add_argument("--jobs", default=None, help="comma-separated job names (default: all)")
-    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
-    parser.add_argument("--season-resolution-s", type=float, default=None)
-    parser.add_argument("--backtest-s", type=float, default=None)
-    parser.add_argument("--select-window-s", type=float, default=None)
-    parser.add_argument("--min-history-s", type=float, default=None)
 
 
 def _export_history(args: argparse.Namespace) -> int:

@@ -1,6 +1,6 @@
 """docs/evaluation.md: the Daedalus paper's Flink experiments re-run on the twin, beside the paper's numbers.
 
-`write_report` runs `simulator.compare` on the three shared traces (figures and summaries under
+`write_report` runs `daemon.compare` on the three shared traces (figures and summaries under
 docs/evaluation/<trace>/), then renders the Markdown from those summaries plus the evidence computed here.
 """
 
@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 
 from config.schema import Config
-from simulator.compare import ORACLE, fmt, run_comparison, write_outputs
+from daemon.compare import ORACLE, fmt, run_comparison, write_outputs
 
 REPO = Path(__file__).resolve().parents[1]
-WORKLOADS = REPO.parent / "shared" / "data" / "daedalus" / "workloads"
+WORKLOADS = REPO / "data" / "daedalus" / "workloads"
 TRACES = {
     "sine": "sine_60000_6h.csv",
     "ysb": "advertising_6h_550K_max.csv",
@@ -136,7 +136,7 @@ At equal service against the reactive plan: `python benchmarks/equal_service.py`
   **Sizing**: like the paper, 12 workers carry the trace's peak — here exactly peak + 10 % for a fresh
   12-worker deployment (algorithms.md §9). Seeds {seeds} ({n_seeds} runs per cell); a seed changes the
   key skew, the worker speeds, the CPU noise and the downtimes, not the trace.
-- **Traces**: the three shared 6-hour traces (`shared/data/daedalus/workloads/`): WordCount sine (peak
+- **Traces**: the three shared 6-hour traces (`data/daedalus/workloads/`): WordCount sine (peak
   60K/s), YSB advertising (the 550K-peak file; the paper ran a 400K version) and Traffic Monitoring (100K).
 - **Policies**, all on the same loop, twin and metrics (Prometheus-like 60 s meters, 5 s scrapes):
   - `foresail`: Daedalus Algorithm 1 (mape/proactive.py), recovery target 600 s, loop 60 s.
@@ -417,7 +417,7 @@ def _ranges(values: list[int]) -> str:
 
 
 def _trace_section(trace: str, summary: dict, figures: Path) -> str:
-    from simulator.compare import markdown_tables
+    from daemon.compare import markdown_tables
 
     lines = [
         f"## {TRACE_TITLES[trace]} (`{TRACES[trace]}`)",

@@ -1,0 +1,177 @@
+"""The latency objective on the twin (issue 15): does a mean-latency target hold in ≥ 99% of the seconds
+with fewer worker-seconds than the smallest static deployment that also holds it, and how does foresail
+treat a hot key?
+
+Per topology × shared trace: foresail with `scaling.objective: latency` and the target, then static
+deployments from small to large until one holds the target in ≥ 99% of the seconds (static runs need no
+forecast and are quick). The hot-key job (`--hot-key`): foresail (latency and recovery objectives)
+against the Flink Kubernetes Operator's autoscaler: workers, seconds over the SLO, and whether the skew
+was named.
+
+Usage: python benchmarks/latency_targets.py [--cells single:sine,wordcount:ysb] [--target-ms 2000]
+       [--hot-key sine [--hot-key-reference 24]] [--jobs 2] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from config.load import parse_config  # noqa: E402
+from daemon.report import TRACES, WORKLOADS  # noqa: E402
+from daemon.simulate import simulate  # noqa: E402
+from forecasting.blas import limit_blas_threads  # noqa: E402
+
+MET_SHARE = 0.99
+KEPT = (
+    "policy",
+    "objective",
+    "latency_target_met_share",
+    "worker_seconds",
+    "avg_workers",
+    "rescales",
+    "seconds_over_slo",
+    "skew_imbalance_max",
+    "skew_named_vertices",
+    "latency_model_raw_error_pct",
+    "latency_model_corrected_error_pct",
+    "latency_offset_s",
+    "wall_time_s",
+)
+
+
+def run(task: tuple) -> dict:
+    topology, trace, policy, objective, static_n, target_ms, *sizing = task
+    data = {
+        "twin": {"workload": str(WORKLOADS / TRACES[trace]), "topology": topology, **dict(sizing)},
+        "scaling": {"policy": policy, "objective": objective, "latency_target_ms": target_ms},
+        "knowledge": {"path": ":memory:"},
+    }
+    if static_n is not None:
+        data["baselines"] = {"static_scaleout": static_n}
+        data["twin"]["initial_scaleout"] = static_n
+    summary = simulate(parse_config(data, "latency benchmark"))
+    return {"topology": topology, "trace": trace, "static_n": static_n} | {k: summary.get(k) for k in KEPT}
+
+
+def smallest_static(topology: str, trace: str, target_ms: float, start: int, pool) -> dict | None:
+    """Static deployments two at a time from `start` up until one holds the target in ≥ 99% of seconds."""
+    n = start
+    while n <= 18:
+        batch = [(topology, trace, "static", "recovery", m, target_ms) for m in range(n, min(n + 2, 19))]
+        for result in pool.map(run, batch):
+            _progress(result)
+            if result["latency_target_met_share"] >= MET_SHARE:
+                return result
+        n += 2
+    return None
+
+
+def _progress(result: dict) -> None:
+    label = result["policy"] + (f"-{result['static_n']}" if result["static_n"] else f":{result['objective']}")
+    print(
+        f"  {result['topology']} × {result['trace']} × {label}: met {result['latency_target_met_share']}, "
+        f"{result['avg_workers']:.2f} workers, {result['rescales']} rescales, "
+        f"{result['seconds_over_slo']} s over SLO ({result['wall_time_s']} s)",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def cells(spec: str, target_ms: float, jobs: int) -> list[dict]:
+    rows = []
+    pairs = [tuple(cell.split(":")) for cell in spec.split(",") if cell]
+    with ProcessPoolExecutor(max_workers=jobs, initializer=limit_blas_threads) as pool:
+        tasks = [(t, tr, "foresail", "latency", None, target_ms) for t, tr in pairs]
+        for (topology, trace), foresail in zip(pairs, pool.map(run, tasks), strict=True):
+            _progress(foresail)
+            start = max(1, int(foresail["avg_workers"]) - 1)
+            static = smallest_static(topology, trace, target_ms, start, pool)
+            rows.append({"topology": topology, "trace": trace, "foresail": foresail, "static": static})
+    return rows
+
+
+def hot_key(trace: str, target_ms: float, jobs: int, reference: int | None) -> list[dict]:
+    """foresail and the Flink operator on the hot-key job; with `reference` the twin is sized so that
+    `reference` workers carry the peak exactly (above 18: no allowed scale-out carries it)."""
+    sizing = (("reference_scaleout", reference), ("headroom", 0.0)) if reference else ()
+    tasks = [
+        ("hot-key", trace, "foresail", "latency", None, target_ms, *sizing),
+        ("hot-key", trace, "flink-operator", "recovery", None, target_ms, *sizing),
+    ]
+    if not reference:
+        tasks.insert(1, ("hot-key", trace, "foresail", "recovery", None, target_ms))
+    with ProcessPoolExecutor(max_workers=jobs, initializer=limit_blas_threads) as pool:
+        results = list(pool.map(run, tasks))
+    for result in results:
+        _progress(result)
+    return results
+
+
+def print_cells(rows: list[dict], target_ms: float) -> None:
+    print(f"\nTarget: mean latency ≤ {target_ms:.0f} ms in ≥ {MET_SHARE:.0%} of the seconds")
+    print(
+        "| topology | trace | foresail met | foresail worker-s | rescales | smallest static holding it "
+        "| static worker-s | fewer worker-s | raw model error % | corrected % |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        f, s = row["foresail"], row["static"]
+        holds = f["latency_target_met_share"] >= MET_SHARE
+        fewer = s is not None and f["worker_seconds"] < s["worker_seconds"]
+        print(
+            f"| {row['topology']} | {row['trace']} | {f['latency_target_met_share']:.4f} "
+            f"{'✓' if holds else '✗'} | {f['worker_seconds']} | {f['rescales']} | "
+            f"{s['static_n'] if s else 'none ≤ 18'} ({s['latency_target_met_share'] if s else '-'}) | "
+            f"{s['worker_seconds'] if s else '-'} | {'yes' if fewer else 'no'} | "
+            f"{f['latency_model_raw_error_pct']} | {f['latency_model_corrected_error_pct']} |"
+        )
+
+
+def print_hot_key(results: list[dict]) -> None:
+    print("\nHot-key job")
+    print("| policy | objective | avg workers | s over SLO | target met | skew δ max | skew named |")
+    print("|---|---|---|---|---|---|---|")
+    for r in results:
+        print(
+            f"| {r['policy']} | {r['objective']} | {r['avg_workers']:.2f} | {r['seconds_over_slo']} | "
+            f"{r['latency_target_met_share']} | {r['skew_imbalance_max']} | "
+            f"{', '.join(r['skew_named_vertices'] or []) or '-'} |"
+        )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cells", default="single:sine", help="topology:trace pairs, comma-separated")
+    parser.add_argument("--target-ms", type=float, default=2000.0)
+    parser.add_argument("--hot-key", default="", help="trace for the hot-key comparison ('' = skip)")
+    parser.add_argument(
+        "--hot-key-reference",
+        type=int,
+        default=None,
+        help="size the hot-key twin so that this many workers carry the peak exactly (e.g. 24: none of "
+        "the allowed scale-outs does, and only the hot subtask's limit is left)",
+    )
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--json", type=Path, help="also write every run's figures here")
+    args = parser.parse_args()
+    limit_blas_threads()
+    rows = cells(args.cells, args.target_ms, args.jobs) if args.cells else []
+    hot = hot_key(args.hot_key, args.target_ms, args.jobs, args.hot_key_reference) if args.hot_key else []
+    if rows:
+        print_cells(rows, args.target_ms)
+    if hot:
+        print_hot_key(hot)
+    if args.json:
+        args.json.write_text(json.dumps({"cells": rows, "hot_key": hot}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

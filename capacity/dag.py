@@ -1,0 +1,566 @@
+"""Per-vertex capacity of a job graph from Flink's task metrics (DS2, Kalavri et al. OSDI'18, §3).
+
+True processing rate (DS2 Eq. 1–2): the records a subtask processes per second of *useful* (busy) time.
+Each subtask's rate is learned online with the exact regression of `capacity.regression`: x = busy share
+of its time, y = records in per second, both over the loop window; the line's value at x = 1 is what the
+subtask processes when busy all the time. The slope comes from regressing x on y (y is an exact count, the
+busy gauge carries the noise; see capacity/model.py), and a fixed per-subtask overhead (timers,
+watermarks: busy time without records) shifts the line instead of biasing the rate, as DS2's plain
+ratio would. Where the busy time has no spread yet, the ratio records / busy stands in. A subtask busy nearly all of a window shows its rate directly (DS2's ratio
+at full busy time), and that measurement wins over the line: under CPU contention on a shared host the
+rate per busy second changes with the load, and a line through lighter windows under-estimates it.
+
+Rates are kept per (vertex, parallelism, subtask): a subtask's key-group range, and with it its state and
+its cost per record, changes with the parallelism (a session window's cost grows with the keys it holds).
+A subtask that comes back on another TaskManager (new hardware) starts its line afresh, and rates hold
+for one configuration of the TaskManagers (`use_configuration`, e.g. the managed memory per slot: a
+cache-bound vertex is another vertex with more memory).
+A parallelism never run gives every subtask the rate of the subtask that binds at the nearest parallelism
+seen (new TaskManagers' speeds are unknown; for an even split that is the slowest subtask, the per-vertex
+counterpart of the job-level model's "average worker of the nearest scale-out"), scaled by how the cost
+per record changes with the state a subtask holds: once two or more parallelisms are seen, 1 / rate =
+a + b / p is fitted to their mean rates (a cost per record that grows with the keys held, and the keys
+held shrink as 1 / p); a fit that changes the cost by less than 10% over the parallelisms seen is noise
+(TaskManager speeds), and the rate is then taken as is.
+
+Input fractions: each vertex's selectivity (records out / in, decayed sums) gives its input ratio a_v
+(records per source record) by DS2's walk (Eq. 7–8) from the sources; each subtask's share of its vertex's
+input is even for a rebalanced input and follows the key groups for a keyed one, whose per-key-group load
+is estimated from the observed subtask loads (Flink assigns contiguous key-group ranges:
+KeyGroupRangeAssignment), so the share of any parallelism can be computed, skew included.
+
+A vertex at parallelism n carries the source rate min_i rate_i / (a_v · share_i): the hottest subtask
+saturates first. In reactive mode every vertex runs at the job's scale-out, so the job's capacity is the
+minimum over vertices and the bottleneck is the vertex that attains it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from capacity.regression import RegressionStats
+from capacity.rows import RowGroups, stacked
+from messages.types import JobGraph, SubtaskSeries, VertexAssessment
+
+
+@dataclass(frozen=True)
+class DagSettings:
+    min_points: int = 6
+    min_busy_std: float = 0.02
+    min_slope_t: float = 10.0
+    saturated_busy: float = 0.95
+    """A window whose mean busy share reaches this shows the subtask's rate directly."""
+    warmup_s: float = 120.0
+    selectivity_decay: float = 0.9
+    """Weight the decayed in/out sums keep per window (older windows fade)."""
+    key_load_smoothing: float = 0.3
+    """Weight of a new window in the per-key-group load estimate."""
+
+
+@dataclass(frozen=True)
+class SubtaskWindow:
+    """One subtask's valid samples in this loop window."""
+
+    vertex_id: str
+    subtask_index: int
+    taskmanager_id: str | None
+    stats: RegressionStats
+    """x = busy share (0..1), y = records in per second."""
+    records_in_rps: float
+    records_out_rps: float
+    busy: float
+    """Mean busy share (NaN where Flink reports none: a legacy source)."""
+    backpressured: float
+
+
+@dataclass(frozen=True)
+class DagEstimate:
+    per_scaleout_rps: dict[int, float]
+    sources: dict[int, str]
+    vertices: tuple[VertexAssessment, ...]
+    bottleneck: str | None
+    """Name of the vertex with the lowest capacity at the current parallelism."""
+    bottleneck_by_scaleout: dict[int, str]
+
+
+def subtask_windows(
+    subtasks: Iterable[SubtaskSeries],
+    graph: JobGraph,
+    uptime_s: float | None,
+    now_s: float,
+    warmup_s: float,
+) -> list[SubtaskWindow]:
+    """Valid samples per subtask: past the warm-up after the (re)start, finite and plausible (records ≥ 0,
+    busy within a second), of subtasks that exist now. A source counts what it emits as its input (Flink
+    reports no records in for a source task). Series of one length (the usual case) are summarised
+    together (capacity/rows.py), with the same result.
+    """
+    parallelism = {v.vertex_id: v.parallelism for v in graph.vertices}
+    sources = {v.vertex_id for v in graph.sources}
+    started_s = now_s - uptime_s if uptime_s is not None and math.isfinite(uptime_s) else -math.inf
+    current = [s for s in subtasks if s.subtask_index < parallelism.get(s.vertex_id, 0)]
+    records = [_records_in(s, s.vertex_id in sources) for s in current]
+    timestamps = stacked([s.timestamps_s for s in current])
+    if timestamps is None:
+        windows = (_subtask_window(s, r, started_s + warmup_s) for s, r in zip(current, records, strict=True))
+        return [w for w in windows if w is not None]
+    records_in = stacked(records)
+    keep = (timestamps >= started_s + warmup_s) & np.isfinite(records_in) & (records_in >= 0)
+    rows = RowGroups(keep)
+    busy = _plausible_busy(stacked([s.busy_ms_per_s for s in current]) / 1000.0)
+    backpressured = stacked([s.backpressured_ms_per_s for s in current]) / 1000.0
+    stats = rows.regressions(busy, records_in)
+    records_in_rps = rows.means(records_in).tolist()
+    records_out_rps = rows.nanmeans(stacked([s.records_out_rps for s in current])).tolist()
+    busy_mean, backpressured_mean = rows.nanmeans(busy).tolist(), rows.nanmeans(backpressured).tolist()
+    return [
+        SubtaskWindow(
+            series.vertex_id,
+            series.subtask_index,
+            series.taskmanager_id,
+            stats[i],
+            records_in_rps[i],
+            records_out_rps[i],
+            busy_mean[i],
+            backpressured_mean[i],
+        )
+        for i, series in enumerate(current)
+        if rows.counts[i]
+    ]
+
+
+def _records_in(series: SubtaskSeries, source: bool) -> np.ndarray:
+    """The subtask's records in per second; for a source that reports none, what it emits."""
+    if source and not np.nansum(series.records_in_rps) > 0:
+        return series.records_out_rps
+    return series.records_in_rps
+
+
+def _plausible_busy(busy: np.ndarray) -> np.ndarray:
+    """Busy shares outside a second are gaps, never rates."""
+    return np.where((busy < 0) | (busy > 1.05), np.nan, busy)
+
+
+def _subtask_window(series: SubtaskSeries, records: np.ndarray, from_s: float) -> SubtaskWindow | None:
+    """One subtask's window: its samples from `from_s` on with a finite, non-negative records-in rate."""
+    keep = (series.timestamps_s >= from_s) & np.isfinite(records) & (records >= 0)
+    if not keep.any():
+        return None
+    records_in = records[keep]
+    busy = _plausible_busy(series.busy_ms_per_s[keep] / 1000.0)
+    backpressured = series.backpressured_ms_per_s[keep] / 1000.0
+    out = series.records_out_rps[keep]
+    return SubtaskWindow(
+        series.vertex_id,
+        series.subtask_index,
+        series.taskmanager_id,
+        RegressionStats.from_arrays(busy, records_in),
+        float(records_in.mean()),
+        float(np.nanmean(out)) if np.isfinite(out).any() else math.nan,
+        float(np.nanmean(busy)) if np.isfinite(busy).any() else math.nan,
+        float(np.nanmean(backpressured)) if np.isfinite(backpressured).any() else math.nan,
+    )
+
+
+def key_group_owner(max_parallelism: int, parallelism: int) -> np.ndarray:
+    """Subtask of each key group (Flink's KeyGroupRangeAssignment: keyGroup · parallelism / maxParallelism)."""
+    return np.arange(max_parallelism) * parallelism // max_parallelism
+
+
+@dataclass
+class _VertexKnowledge:
+    name: str = ""
+    max_parallelism: int = 128
+    records_in: float = 0.0
+    records_out: float = 0.0
+    key_loads: np.ndarray | None = None
+    """Per key group, the estimated share of the vertex's records (keyed vertices)."""
+
+
+@dataclass
+class DagModel:
+    """The per-vertex knowledge: true rates per (vertex, parallelism, subtask), selectivities, key loads."""
+
+    settings: DagSettings = field(default_factory=DagSettings)
+    rates: dict[tuple[str, int, int], RegressionStats] = field(default_factory=dict)
+    placement: dict[tuple[str, int, int], str | None] = field(default_factory=dict)
+    """The TaskManager each subtask's rate was learned on."""
+    saturated: dict[tuple[str, int, int], float] = field(default_factory=dict)
+    """Records per busy second of the last windows in which the subtask was busy nearly all the time."""
+    vertices: dict[str, _VertexKnowledge] = field(default_factory=dict)
+    configuration: str = ""
+    _tables: dict[str, dict[int, np.ndarray]] | None = field(default=None, repr=False, compare=False)
+    _curves: dict[tuple, tuple[np.ndarray, list[str]]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    """Per (vertex, input ratio, split), capacities at parallelism 1..p as computed from the current rates;
+    emptied whenever the rates, key loads or configuration change."""
+
+    # ---- learning -------------------------------------------------------------------------------
+    def use_configuration(self, configuration: str) -> None:
+        """Learn and estimate rates of this TaskManager configuration from now on."""
+        if configuration != self.configuration:
+            self.configuration, self._tables = configuration, None
+            self._curves.clear()
+
+    def _rid(self, vertex_id: str) -> str:
+        """The key a vertex's rates are kept under in the current configuration."""
+        return f"{vertex_id}@{self.configuration}" if self.configuration else vertex_id
+
+    def learn(self, graph: JobGraph, windows: list[SubtaskWindow]) -> None:
+        self._tables = None
+        self._curves.clear()
+        by_vertex = _group(windows)
+        decay = self.settings.selectivity_decay
+        for vertex in graph.vertices:
+            known = self.vertices.setdefault(vertex.vertex_id, _VertexKnowledge())
+            known.name, known.max_parallelism = vertex.name, vertex.max_parallelism
+            mine = by_vertex.get(vertex.vertex_id, [])
+            if not mine:
+                continue
+            for w in mine:
+                if w.stats.n:
+                    key = (self._rid(vertex.vertex_id), vertex.parallelism, w.subtask_index)
+                    known_stats = self.rates.get(key, RegressionStats())
+                    if self.placement.get(key, w.taskmanager_id) != w.taskmanager_id:
+                        known_stats = RegressionStats()  # other hardware: its own line
+                        self.saturated.pop(key, None)
+                    self.rates[key] = known_stats.merge(w.stats)
+                    self.placement[key] = w.taskmanager_id
+                    if w.busy >= self.settings.saturated_busy and w.records_in_rps > 0:
+                        seen = w.records_in_rps / w.busy
+                        known_rate = self.saturated.get(key, seen)
+                        self.saturated[key] = 0.5 * known_rate + 0.5 * seen
+            records_in = sum(w.records_in_rps for w in mine)
+            records_out = sum(w.records_out_rps for w in mine if math.isfinite(w.records_out_rps))
+            if records_in > 0:
+                known.records_in = decay * known.records_in + records_in
+                known.records_out = decay * known.records_out + records_out
+            if (
+                _split_by_groups(graph, vertex.vertex_id)
+                and len(mine) == vertex.parallelism
+                and records_in > 0
+            ):
+                self._learn_key_loads(known, mine, vertex.parallelism)
+
+    def _learn_key_loads(
+        self, known: _VertexKnowledge, windows: list[SubtaskWindow], parallelism: int
+    ) -> None:
+        """Spread each subtask's share of the records evenly over its key groups (all we can tell apart)."""
+        owner = key_group_owner(known.max_parallelism, parallelism)
+        groups_per_subtask = np.bincount(owner, minlength=parallelism)
+        loads = np.zeros(parallelism)
+        for w in windows:
+            loads[w.subtask_index] = w.records_in_rps
+        per_group = (loads / loads.sum() / np.maximum(groups_per_subtask, 1))[owner]
+        if known.key_loads is None or len(known.key_loads) != len(per_group):
+            known.key_loads = per_group
+        else:
+            alpha = self.settings.key_load_smoothing
+            known.key_loads = (1 - alpha) * known.key_loads + alpha * per_group
+
+    # ---- estimating -----------------------------------------------------------------------------
+    def subtask_rate_rps(self, vertex_id: str, parallelism: int, index: int) -> float:
+        """Records/s the subtask processes when busy all the time; NaN when unknown."""
+        return self._rate_of((self._rid(vertex_id), parallelism, index))
+
+    def _rate_of(self, key: tuple[str, int, int]) -> float:
+        if key in self.saturated:
+            return self.saturated[key]
+        stats = self.rates.get(key)
+        if stats is None or stats.n == 0 or stats.mean_y <= 0:
+            return math.nan
+        s = self.settings
+        if stats.n >= s.min_points and stats.var_x >= s.min_busy_std**2 and stats.slope_t >= s.min_slope_t:
+            slope = stats.reverse_slope
+            if slope > 0:
+                return stats.mean_y + slope * (1.0 - stats.mean_x)
+        return stats.mean_y / stats.mean_x if stats.mean_x > 0 else math.nan
+
+    def _rate_table(self, vertex_id: str) -> dict[int, np.ndarray]:
+        """Per observed parallelism, the vertex's per-subtask rates (NaN unknown); rebuilt after learning."""
+        if self._tables is None:
+            tables: dict[str, dict[int, np.ndarray]] = {}
+            for rid, p, i in self.rates:
+                row = tables.setdefault(rid, {}).setdefault(p, np.full(p, np.nan))
+                if i < p:
+                    row[i] = self._rate_of((rid, p, i))
+            self._tables = tables
+        return self._tables.get(self._rid(vertex_id), {})
+
+    def vertex_rates(self, graph: JobGraph, vertex_id: str, parallelism: int) -> tuple[np.ndarray, str]:
+        """Per subtask rates at `parallelism` and where they come from ('observed', 'nearest' or 'unknown'):
+        subtasks never seen take the rate of the subtask that binds at the nearest parallelism seen, scaled
+        by the state model (see module docstring)."""
+        return _Extrapolation(self, graph, vertex_id).rates(parallelism)
+
+    def _mean_rate(self, vertex_id: str, parallelism: int) -> float:
+        row = self._rate_table(vertex_id).get(parallelism)
+        return float(np.nanmean(row)) if row is not None and np.isfinite(row).any() else math.nan
+
+    def selectivity(self, vertex_id: str) -> float:
+        known = self.vertices.get(vertex_id)
+        if known is None or known.records_in <= 0:
+            return math.nan
+        return known.records_out / known.records_in
+
+    def input_ratios(self, graph: JobGraph) -> dict[str, float]:
+        """DS2's walk: records each vertex receives per source record (sources: 1 each)."""
+        ratios: dict[str, float] = {}
+        for vertex in graph.vertices:
+            inputs = graph.inputs(vertex.vertex_id)
+            if not inputs:
+                ratios[vertex.vertex_id] = 1.0
+                continue
+            ratios[vertex.vertex_id] = sum(
+                ratios[e.source_id] * self.selectivity(e.source_id) for e in inputs
+            )
+        return ratios
+
+    def shares(self, graph: JobGraph, vertex_id: str, parallelism: int) -> np.ndarray:
+        """Each subtask's share of the vertex's input at `parallelism` (skew from the key-group loads)."""
+        return self._share_row(vertex_id, _split_of(graph, vertex_id), parallelism)
+
+    def _share_row(self, vertex_id: str, split: str, parallelism: int) -> np.ndarray:
+        if split == "broadcast":
+            return np.ones(parallelism)
+        known = self.vertices.get(vertex_id)
+        if split == "groups" and known is not None and known.key_loads is not None:
+            owner = key_group_owner(len(known.key_loads), parallelism)
+            return np.bincount(owner, weights=known.key_loads, minlength=parallelism)
+        return np.full(parallelism, 1.0 / parallelism)
+
+    def vertex_capacity_rps(
+        self, graph: JobGraph, vertex_id: str, parallelism: int, input_ratio: float
+    ) -> tuple[float, str]:
+        """Source records/s the vertex carries at `parallelism`: its hottest subtask's limit (inf: it never
+        binds; 'unknown' when its rates or an upstream selectivity are not known)."""
+        capacities, kinds = self.capacity_curve(graph, vertex_id, input_ratio, parallelism)
+        return float(capacities[-1]), kinds[-1]
+
+    def capacity_curve(
+        self, graph: JobGraph, vertex_id: str, input_ratio: float, top: int
+    ) -> tuple[np.ndarray, list[str]]:
+        """The vertex's capacity at every parallelism 1..top (index p − 1) and where each comes from, over a
+        matrix of every parallelism's rates and shares; cached until the next learning."""
+        split = _split_of(graph, vertex_id)
+        key = (vertex_id, input_ratio, split)
+        cached = self._curves.get(key)
+        if cached is not None and len(cached[0]) >= top:
+            return cached[0][:top], cached[1][:top]
+        if math.isnan(input_ratio) or input_ratio <= 0:
+            kind = "unknown" if math.isnan(input_ratio) else "no-input"
+            return np.full(top, math.inf), [kind] * top
+        rates, kinds = np.full((top, top), np.nan), []
+        extrapolation = _Extrapolation(self, graph, vertex_id)
+        for p in range(1, top + 1):
+            rates[p - 1, :p], kind = extrapolation.rates(p)
+            kinds.append(kind)
+        if kinds[0] == "unknown":
+            return np.full(top, math.inf), kinds
+        load = input_ratio * self._share_matrix(vertex_id, split, top)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            limits = np.where(load > 0, rates / load, math.inf)
+        capacities = np.where(np.isfinite(rates), limits, math.inf).min(axis=1)
+        self._curves[key] = (capacities, kinds)
+        return capacities, kinds
+
+    def _share_matrix(self, vertex_id: str, split: str, top: int) -> np.ndarray:
+        """Row p − 1: the shares at parallelism p, padded with 0 to `top` columns."""
+        parallelisms = np.arange(1, top + 1)
+        inside = np.arange(top)[None, :] < parallelisms[:, None]
+        if split == "even":
+            return np.where(inside, 1.0 / parallelisms[:, None], 0.0)
+        if split == "broadcast":
+            return inside.astype(float)
+        matrix = np.zeros((top, top))
+        for p in parallelisms:  # row by row: owners of every group × every p can be large
+            matrix[p - 1, :p] = self._share_row(vertex_id, split, int(p))
+        return matrix
+
+    def estimate(
+        self, graph: JobGraph, windows: list[SubtaskWindow], current: int, max_scaleout: int
+    ) -> DagEstimate:
+        """Capacity per scale-out 1..max_scaleout (min over vertices) and the current vertices' state."""
+        ratios = self.input_ratios(graph)
+        per_scaleout, sources, bottlenecks = {}, {}, {}
+        if graph.vertices and max_scaleout >= 1:
+            scaleouts = np.arange(1, max_scaleout + 1)
+            capacity = np.empty((len(graph.vertices), max_scaleout))
+            nearest = np.empty((len(graph.vertices), max_scaleout), dtype=bool)
+            for row, vertex in enumerate(graph.vertices):
+                top = min(max_scaleout, vertex.max_parallelism)
+                curve, kinds = self.capacity_curve(graph, vertex.vertex_id, ratios[vertex.vertex_id], top)
+                index = np.minimum(scaleouts, vertex.max_parallelism) - 1
+                capacity[row] = curve[index]
+                nearest[row] = (np.array(kinds) == "nearest")[index]
+            first_min = capacity.argmin(axis=0)  # the first vertex attaining the minimum, as a strict < scan
+            best = capacity[first_min, np.arange(max_scaleout)]
+            extrapolated = nearest.any(axis=0)
+            for n, value, vertex, guessed in zip(
+                scaleouts.tolist(), best.tolist(), first_min.tolist(), extrapolated.tolist(), strict=True
+            ):
+                if math.isfinite(value):
+                    per_scaleout[n], bottlenecks[n] = value, graph.vertices[vertex].name
+                    sources[n] = "extrapolated" if guessed else "observed"
+        by_vertex = _group(windows)
+        vertices = tuple(
+            self._vertex_estimate(graph, v.vertex_id, by_vertex.get(v.vertex_id, []), ratios[v.vertex_id])
+            for v in graph.vertices
+        )
+        return DagEstimate(per_scaleout, sources, vertices, bottlenecks.get(current), bottlenecks)
+
+    def _vertex_estimate(
+        self, graph: JobGraph, vertex_id: str, windows: list[SubtaskWindow], ratio: float
+    ) -> VertexAssessment:
+        vertex = graph.vertex(vertex_id)
+        records = np.array([w.records_in_rps for w in windows])
+        busy = [w.busy for w in windows if math.isfinite(w.busy)]
+        pressure = [w.backpressured for w in windows if math.isfinite(w.backpressured)]
+        capacity, _ = self.vertex_capacity_rps(graph, vertex_id, vertex.parallelism, ratio)
+        return VertexAssessment(
+            vertex_id=vertex_id,
+            name=vertex.name,
+            parallelism=vertex.parallelism,
+            keyed=graph.keyed(vertex_id),
+            input_ratio=ratio,
+            selectivity=self.selectivity(vertex_id),
+            true_rate_rps=self._mean_rate(vertex_id, vertex.parallelism),
+            utilization=max(busy) if busy else math.nan,
+            backpressured=max(pressure) if pressure else math.nan,
+            skew=float(records.max() / records.mean()) if len(records) and records.mean() > 0 else math.nan,
+            capacity_rps=capacity,
+        )
+
+    def needed_parallelism(
+        self, graph: JobGraph, vertex_id: str, source_rps: float, max_parallelism: int | None = None
+    ) -> int | None:
+        """Smallest parallelism at which the vertex carries `source_rps` (DS2's target, skew-aware);
+        None when even its max parallelism does not (or nothing is known of it)."""
+        vertex = graph.vertex(vertex_id)
+        ratio = self.input_ratios(graph)[vertex_id]
+        top = min(vertex.max_parallelism, max_parallelism or vertex.max_parallelism)
+        if top < 1:
+            return None
+        capacities, kinds = self.capacity_curve(graph, vertex_id, ratio, top)
+        for p, (capacity, kind) in enumerate(zip(capacities.tolist(), kinds, strict=True), start=1):
+            if kind == "unknown":
+                return None
+            if capacity >= source_rps:
+                return p
+        return None
+
+    # ---- persistence ----------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return {
+            "rates": [
+                [v, p, i, s.to_dict(), self.placement.get((v, p, i)), self.saturated.get((v, p, i))]
+                for (v, p, i), s in self.rates.items()
+            ],
+            "vertices": {
+                vid: {
+                    "name": k.name,
+                    "max_parallelism": k.max_parallelism,
+                    "records_in": k.records_in,
+                    "records_out": k.records_out,
+                    "key_loads": None if k.key_loads is None else k.key_loads.tolist(),
+                }
+                for vid, k in self.vertices.items()
+            },
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict, settings: DagSettings | None = None) -> DagModel:
+        model = cls(settings or DagSettings())
+        for vertex_id, parallelism, index, stats, taskmanager, saturated in data.get("rates", []):
+            key = (str(vertex_id), int(parallelism), int(index))
+            model.rates[key] = RegressionStats.from_dict(stats)
+            model.placement[key] = taskmanager
+            if saturated is not None:
+                model.saturated[key] = float(saturated)
+        for vertex_id, known in data.get("vertices", {}).items():
+            loads = known.get("key_loads")
+            model.vertices[vertex_id] = _VertexKnowledge(
+                str(known.get("name", "")),
+                int(known.get("max_parallelism", 128)),
+                float(known.get("records_in", 0.0)),
+                float(known.get("records_out", 0.0)),
+                None if loads is None else np.array(loads, dtype=float),
+            )
+        return model
+
+
+class _Extrapolation:
+    """One vertex's rates at any parallelism: observed where seen, else the binding subtask's rate at the
+    nearest parallelism seen, scaled by the state model 1 / rate = a + b / p (module docstring). Computes
+    the fill of each nearest parallelism and the state model once, however many parallelisms are asked."""
+
+    def __init__(self, model: DagModel, graph: JobGraph, vertex_id: str) -> None:
+        self.model, self.graph, self.vertex_id = model, graph, vertex_id
+        self.table = model._rate_table(vertex_id)
+        self.known = sorted(p for p, row in self.table.items() if np.isfinite(row).any())
+        self.fills: dict[int, float] = {}
+        self.state = self._state_model()
+
+    def rates(self, parallelism: int) -> tuple[np.ndarray, str]:
+        rates = self.table.get(parallelism, np.full(parallelism, np.nan))
+        if np.isfinite(rates).all():
+            return rates, "observed"
+        if not self.known:
+            return rates, "unknown"
+        nearest = min(self.known, key=lambda p: (abs(p - parallelism), p))
+        fill = self._binding_rate(nearest) * self._state_factor(nearest, parallelism)
+        return np.where(np.isfinite(rates), rates, fill), "observed" if nearest == parallelism else "nearest"
+
+    def _binding_rate(self, parallelism: int) -> float:
+        """The rate of the subtask that limits the vertex at a parallelism seen."""
+        if parallelism not in self.fills:
+            seen = self.table[parallelism]
+            shares = self.model.shares(self.graph, self.vertex_id, parallelism)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                limits = np.where(np.isfinite(seen), seen / shares, np.inf)
+            self.fills[parallelism] = float(seen[int(np.argmin(limits))])
+        return self.fills[parallelism]
+
+    def _state_model(self) -> tuple[float, float] | None:
+        """(a, b) of 1 / rate = a + b / p over the mean rates seen; None for fewer than two parallelisms
+        or a fit that changes the cost by less than 10% over them (TaskManager speeds, not state)."""
+        if len(self.known) < 2:
+            return None
+        costs = np.array([1.0 / np.nanmean(self.table[p]) for p in self.known])
+        b, a = np.polyfit(1.0 / np.array(self.known, dtype=float), costs, 1)
+        if not (b > 0 and a + b / self.known[0] > 1.1 * (a + b / self.known[-1])):
+            return None
+        return float(a), float(b)
+
+    def _state_factor(self, seen: int, target: int) -> float:
+        if self.state is None:
+            return 1.0
+        a, b = self.state
+        cost_target = a + b / target
+        return (a + b / seen) / cost_target if cost_target > 0 else 1.0
+
+
+def _split_of(graph: JobGraph, vertex_id: str) -> str:
+    """How `shares` splits the vertex's input: 'broadcast', by key 'groups' or 'even'."""
+    inputs = graph.inputs(vertex_id)
+    if inputs and all(e.ship_strategy.upper() == "BROADCAST" for e in inputs):
+        return "broadcast"
+    return "groups" if _split_by_groups(graph, vertex_id) else "even"
+
+
+def _split_by_groups(graph: JobGraph, vertex_id: str) -> bool:
+    """A keyed vertex splits its input by key groups; so does a source, by its input's partitions (a
+    source whose split is even learns even loads)."""
+    return graph.keyed(vertex_id) or not graph.inputs(vertex_id)
+
+
+def _group(windows: list[SubtaskWindow]) -> dict[str, list[SubtaskWindow]]:
+    grouped: dict[str, list[SubtaskWindow]] = {}
+    for w in windows:
+        grouped.setdefault(w.vertex_id, []).append(w)
+    return grouped

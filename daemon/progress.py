@@ -1,0 +1,117 @@
+"""What a person watching `foresail run` on the twin sees: a progress line, then a readable summary.
+
+The audit log (one JSON event per iteration) is for machines; this goes to stderr. On a terminal the
+progress line rewrites itself; in a pipe or a file it is printed at every tenth of the trace.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+from typing import TextIO
+
+from mape.loop import IterationResult
+
+
+def clock(seconds: float) -> str:
+    """Seconds as h:mm:ss."""
+    seconds = round(float(seconds))
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+class RunProgress:
+    """Counts what the iterations did and shows it while the run goes on."""
+
+    def __init__(self, stream: TextIO, start_s: float, end_s: float, interval_s: float) -> None:
+        self.stream = stream
+        self.start_s, self.end_s, self.interval_s = start_s, end_s, interval_s
+        self.live = stream.isatty()
+        self.started = time.perf_counter()
+        self.iterations = 0
+        self.rescales = Counter[str]()
+        self.rules = Counter[str]()
+        self.models = Counter[str]()
+        self.scaleouts: list[int] = []
+        self.now_s = start_s
+        self._next_line_s = start_s
+        self._last_draw = 0.0
+
+    @property
+    def total(self) -> int:
+        return max(0, round((self.end_s - self.start_s) / self.interval_s))
+
+    def record(self, result: IterationResult) -> None:
+        self.iterations += 1
+        self.now_s = result.time_s
+        decision, assessment = result.decision, result.assessment
+        if decision is not None:
+            self.rules[decision.rule] += 1
+            self.scaleouts.append(decision.target_scaleout if result.executed else decision.current_scaleout)
+            if result.executed:
+                self.rescales[decision.action] += 1
+        if assessment is not None and assessment.forecast_model:
+            self.models[assessment.forecast_model.split("(")[0]] += 1
+        self._show()
+
+    def line(self) -> str:
+        workers = self.scaleouts[-1] if self.scaleouts else "?"
+        return (
+            f"iteration {self.iterations}/{self.total}  trace {clock(self.now_s)} of {clock(self.end_s)}  "
+            f"{workers} workers  {sum(self.rescales.values())} rescales  "
+            f"{time.perf_counter() - self.started:.0f} s"
+        )
+
+    def _show(self) -> None:
+        if self.live:
+            now = time.perf_counter()
+            if now - self._last_draw >= 0.2 or self.iterations == self.total:
+                self._last_draw = now
+                print(f"\r{self.line()}\033[K", end="", file=self.stream, flush=True)
+        elif self.now_s >= self._next_line_s:
+            self._next_line_s = self.now_s + max(self.interval_s, (self.end_s - self.start_s) / 10)
+            print(self.line(), file=self.stream, flush=True)
+
+    def summary(self, score: dict[str, object], knowledge: str, audit: str, workload: str) -> str:
+        """The end-of-run report: what ran, what it decided, how the job fared (twin ground truth)."""
+        if self.live:
+            print(f"\r{self.line()}\033[K", file=self.stream)
+        wall_s = time.perf_counter() - self.started
+        rescales = (
+            ", ".join(f"{n} {action.replace('_', ' ')}" for action, n in sorted(self.rescales.items()))
+            or "none"
+        )
+        rules = ", ".join(f"{rule} {n}" for rule, n in self.rules.most_common(5))
+        models = ", ".join(f"{model} {n}" for model, n in self.models.most_common())
+        workers = (
+            f"{self.scaleouts[0]} → {self.scaleouts[-1]} (min {min(self.scaleouts)}, max {max(self.scaleouts)})"
+            if self.scaleouts
+            else "-"
+        )
+        lines = [
+            f"foresail run: {self.iterations} iterations on the digital twin ({workload}), "
+            f"trace {clock(self.start_s)} → {clock(self.now_s)} of {clock(self.end_s)}, {wall_s:.1f} s wall time",
+            f"  workers      {workers}; {_number(score.get('avg_workers'))} on average so far "
+            f"(the floor with perfect foresight: {_number(score.get('floor_avg_workers'))})",
+            f"  rescales     {rescales}",
+            f"  rules        {rules or '-'}",
+            f"  forecasts    {models or '-'}",
+            f"  latency      mean {_number(score.get('mean_latency_s'))} s, p95 {_number(score.get('p95_latency_s'))} s; "
+            f"{score.get('seconds_over_slo', '-')} s over the {_number(score.get('slo_s'))} s SLO",
+            f"  knowledge    {knowledge} (the next `foresail run` resumes from it; `--fresh` starts afresh)",
+            f"  audit log    {audit}",
+            "  plots        `run` draws none; `foresail compare --workload builtin:sine --policies foresail,static "
+            "--seeds 1 --out results/` writes PNG plots and a table to results/",
+        ]
+        return "\n".join(lines)
+
+
+def _number(value: object) -> str:
+    return f"{value:.2f}" if isinstance(value, float) else str(value if value is not None else "-")
+
+
+def knowledge_files(path: str) -> list[Path]:
+    """The SQLite store and its write-ahead-log companions (what `--fresh` deletes)."""
+    if path == ":memory:":
+        return []
+    return [Path(path + suffix) for suffix in ("", "-wal", "-shm", "-journal")]

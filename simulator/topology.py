@@ -1,0 +1,162 @@
+"""Job graphs for the twin, declared as data: one YAML file per topology (schema below, `topologies/`).
+
+A topology is a DAG of vertices in topological order with exactly one source. Per vertex:
+
+- `inputs`: upstream vertex names; `ship`: the ship strategy of those edges (HASH = keyBy);
+- `cost`: busy seconds per record relative to the other vertices (the twin scales every cost by one
+  factor so that the reference deployment carries the trace's peak plus headroom);
+- `selectivity`: records out per record in;
+- `cpu_share`: share of the vertex's busy time spent on CPU (a sink waiting on a store is busy, not on CPU);
+- `num_keys` and `zipf_exponent`: the keys of a keyed input (0 = equal weights), hashed into
+  `max_parallelism` key groups as Flink does;
+- `cost_per_1k_keys_held`: extra cost per record, as a share of `cost`, per 1,000 keys the subtask holds
+  (a session window whose per-record work grows with its state);
+- `overhead_busy_ms`, `overhead_cpu`, `overhead_mb`: fixed per-subtask busy time, CPU (cores) and memory;
+- `legacy_source`: Flink reports no busy time for it (NaN);
+- `stateful`: the vertex whose state the job profile (memory levels) describes.
+
+Reactive mode: every vertex runs at the job's scale-out and TaskManager i (one slot) holds subtask i of
+every vertex, sharing its one core.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+TOPOLOGY_DIR = Path(__file__).with_name("topologies")
+
+
+class VertexSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1)
+    inputs: tuple[str, ...] = ()
+    ship: str = Field("REBALANCE", pattern="^(HASH|REBALANCE|FORWARD|RESCALE|BROADCAST)$")
+    cost: float = Field(1.0, gt=0)
+    selectivity: float = Field(1.0, ge=0)
+    cpu_share: float = Field(1.0, ge=0, le=1)
+    num_keys: int | None = Field(None, ge=1)
+    zipf_exponent: float = Field(0.0, ge=0)
+    cost_per_1k_keys_held: float = Field(0.0, ge=0)
+    overhead_busy_ms: float = Field(0.0, ge=0, lt=1000)
+    overhead_cpu: float = Field(0.0, ge=0, lt=1)
+    overhead_mb: float = Field(0.0, ge=0)
+    max_parallelism: int = Field(128, ge=1)
+    legacy_source: bool = False
+    stateful: bool = False
+
+    @property
+    def keyed(self) -> bool:
+        return self.ship == "HASH"
+
+    @model_validator(mode="after")
+    def _keys(self) -> VertexSpec:
+        if self.keyed and self.num_keys is None:
+            raise ValueError(f"vertex {self.name!r}: a keyed (HASH) vertex needs num_keys")
+        return self
+
+
+class Topology(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1)
+    description: str = ""
+    sources: str = Field("", description="Where the parameters come from (papers, recorded data).")
+    vertices: tuple[VertexSpec, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _dag(self) -> Topology:
+        seen: set[str] = set()
+        for vertex in self.vertices:
+            if vertex.name in seen:
+                raise ValueError(f"vertex {vertex.name!r} declared twice")
+            unknown = [u for u in vertex.inputs if u not in seen]
+            if unknown:
+                raise ValueError(
+                    f"vertex {vertex.name!r}: inputs {unknown} are not declared before it (topological order)"
+                )
+            seen.add(vertex.name)
+        sources = [v.name for v in self.vertices if not v.inputs]
+        if len(sources) != 1:
+            raise ValueError(f"a topology needs exactly one source, found {sources}")
+        if sum(v.stateful for v in self.vertices) > 1:
+            raise ValueError("at most one vertex may be `stateful` (the one the job profile describes)")
+        return self
+
+    @cached_property
+    def input_ratios(self) -> tuple[float, ...]:
+        """Records each vertex receives per record the source reads (products of upstream selectivities)."""
+        ratios: dict[str, float] = {}
+        for vertex in self.vertices:
+            ratios[vertex.name] = (
+                1.0
+                if not vertex.inputs
+                else sum(ratios[u] * self.vertex(u).selectivity for u in vertex.inputs)
+            )
+        return tuple(ratios[v.name] for v in self.vertices)
+
+    def vertex(self, name: str) -> VertexSpec:
+        return next(v for v in self.vertices if v.name == name)
+
+    def index(self, name: str) -> int:
+        return next(i for i, v in enumerate(self.vertices) if v.name == name)
+
+    @property
+    def stateful_index(self) -> int:
+        """The vertex the memory profile applies to: the declared one, else the first keyed one, else 0."""
+        for flag in ("stateful", "keyed"):
+            for i, vertex in enumerate(self.vertices):
+                if getattr(vertex, flag):
+                    return i
+        return 0
+
+    def downstream_of(self, index: int) -> frozenset[int]:
+        """Indices of the vertices that read, directly or not, from vertex `index` (itself excluded)."""
+        reached = {self.vertices[index].name}
+        for vertex in self.vertices[index + 1 :]:
+            if any(u in reached for u in vertex.inputs):
+                reached.add(vertex.name)
+        reached.discard(self.vertices[index].name)
+        return frozenset(self.index(name) for name in reached)
+
+
+@dataclass(frozen=True)
+class TopologyError(ValueError):
+    """A topology that cannot be loaded: the file and one line per problem."""
+
+    where: str
+    problems: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"topology {self.where}: " + "; ".join(self.problems)
+
+
+def shipped_topologies() -> tuple[str, ...]:
+    return tuple(sorted(p.stem for p in TOPOLOGY_DIR.glob("*.yaml")))
+
+
+def load_topology(spec: str) -> Topology:
+    """A shipped topology by name (`single`, `wordcount`, ...) or a YAML file of the same schema."""
+    path = TOPOLOGY_DIR / f"{spec}.yaml"
+    if not path.is_file():
+        path = Path(spec)
+    if not path.is_file():
+        raise TopologyError(
+            spec, (f"no such topology: use one of {', '.join(shipped_topologies())} or a file",)
+        )
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as error:
+        raise TopologyError(str(path), (f"cannot read it: {error}",)) from error
+    try:
+        return Topology.model_validate(data)
+    except ValidationError as error:
+        lines = tuple(
+            f"{'.'.join(str(p) for p in e['loc']) or 'topology'}: {e['msg']}" for e in error.errors()
+        )
+        raise TopologyError(str(path), lines) from error

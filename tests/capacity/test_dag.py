@@ -1,0 +1,208 @@
+"""capacity/dag.py: true processing rates per subtask, key-group shares, DS2's walk, persistence."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from capacity.dag import DagModel, DagSettings, key_group_owner, subtask_windows
+from messages.types import JobEdge, JobGraph, JobVertex, SubtaskSeries
+
+T = np.arange(5.0, 65.0, 5.0)  # one loop window of 12 samples
+
+
+def chain(*parallelism: int, keyed: tuple[int, ...] = (), max_parallelism: int = 128) -> JobGraph:
+    """v0 -> v1 -> ... with HASH edges into the vertices listed in `keyed`."""
+    vertices = tuple(JobVertex(f"v{i}", f"op{i}", p, max_parallelism) for i, p in enumerate(parallelism))
+    edges = tuple(
+        JobEdge(f"v{i - 1}", f"v{i}", "HASH" if i in keyed else "REBALANCE")
+        for i in range(1, len(parallelism))
+    )
+    return JobGraph(vertices, edges)
+
+
+def series(vertex: str, index: int, records_in, busy_share, out_ratio: float = 1.0) -> SubtaskSeries:
+    records_in = np.broadcast_to(np.asarray(records_in, dtype=float), T.shape)
+    busy = np.broadcast_to(np.asarray(busy_share, dtype=float), T.shape) * 1000.0
+    return SubtaskSeries(
+        vertex,
+        index,
+        f"tm-{index}",
+        T,
+        records_in,
+        records_in * out_ratio,
+        busy,
+        np.zeros_like(T),
+        1000.0 - busy,
+    )
+
+
+def learn(model: DagModel, graph: JobGraph, subtasks: list[SubtaskSeries]) -> list:
+    windows = subtask_windows(subtasks, graph, uptime_s=3600.0, now_s=60.0, warmup_s=0.0)
+    model.learn(graph, windows)
+    return windows
+
+
+def test_true_rate_is_the_line_at_full_busy_time_so_a_fixed_overhead_does_not_bias_it():
+    # 800 records per busy second, plus 50 ms/s of timers: busy = 0.05 + records / 800
+    records = np.linspace(100.0, 500.0, len(T))
+    model = DagModel()
+    learn(model, chain(1), [series("v0", 0, records, 0.05 + records / 800.0)])
+    assert model.subtask_rate_rps("v0", 1, 0) == pytest.approx(800.0 * 0.95, rel=1e-9)
+    plain_ratio = records.mean() / (0.05 + records / 800.0).mean()  # DS2's records / busy time
+    assert plain_ratio < 0.95 * 760.0  # the ratio is biased low by the overhead's share
+
+
+def test_without_busy_spread_the_rate_is_records_per_busy_second():
+    model = DagModel()
+    learn(model, chain(1), [series("v0", 0, 300.0, 0.5)])
+    assert model.subtask_rate_rps("v0", 1, 0) == pytest.approx(600.0)
+
+
+def test_samples_of_subtasks_that_no_longer_exist_are_dropped():
+    graph = chain(2)  # the vertex runs at 2 now; subtask 2 is left over from a deployment at 3
+    subtasks = [series("v0", i, 100.0, 0.25) for i in range(2)] + [series("v0", 2, 999.0, 0.99)]
+    windows = subtask_windows(subtasks, graph, uptime_s=3600.0, now_s=60.0, warmup_s=0.0)
+    assert sorted(w.subtask_index for w in windows) == [0, 1]
+
+
+def test_warm_up_and_gaps_are_not_learned():
+    records = np.where(T < 30, np.nan, 200.0)
+    windows = subtask_windows(
+        [series("v0", 0, records, 0.5)], chain(1), uptime_s=40.0, now_s=60.0, warmup_s=0.0
+    )
+    assert windows[0].stats.n == int(np.sum(T >= 30))
+    windows = subtask_windows(
+        [series("v0", 0, 200.0, 0.5)], chain(1), uptime_s=40.0, now_s=60.0, warmup_s=30.0
+    )
+    assert windows[0].stats.n == 3  # restarted at 20 s: only the samples at 50, 55 and 60 s are past 30 s
+
+
+def test_keyed_skew_seen_at_one_parallelism_predicts_the_shares_at_another():
+    # 8 key groups; loads per group: subtask 0 of 2 holds groups 0-3 (70 % of the records)
+    graph = chain(1, 2, keyed=(1,), max_parallelism=8)
+    model = DagModel()
+    learn(
+        model,
+        graph,
+        [series("v0", 0, 1000.0, 0.1)]
+        + [series("v1", i, r, r / 1000.0) for i, r in enumerate((700.0, 300.0))],
+    )
+    np.testing.assert_allclose(model.shares(graph, "v1", 2), [0.7, 0.3])
+    np.testing.assert_allclose(model.shares(graph, "v1", 4), [0.35, 0.35, 0.15, 0.15])
+    # the hot subtask limits the vertex: 1000 rps per subtask / 0.7 of the source rate
+    capacity, source = model.vertex_capacity_rps(graph, "v1", 2, input_ratio=1.0)
+    assert (capacity, source) == (pytest.approx(1000.0 / 0.7), "observed")
+
+
+def test_key_group_owner_is_flinks_range_assignment():
+    np.testing.assert_array_equal(key_group_owner(8, 3), [0, 0, 0, 1, 1, 1, 2, 2])
+
+
+def test_ds2_walk_from_the_source_rate_gives_each_vertex_its_parallelism():
+    # wordcount: source -> tokenizer (8 words per line) -> count (500 words per busy second per subtask)
+    graph = chain(1, 2, 4)
+    model = DagModel()
+    learn(
+        model,
+        graph,
+        [series("v0", 0, 1000.0, 0.1)]
+        + [series("v1", i, 500.0, 0.25, out_ratio=8.0) for i in range(2)]
+        + [series("v2", i, 2000.0, 1.0) for i in range(4)],  # saturated: busy all the time
+    )
+    assert model.input_ratios(graph) == {"v0": 1.0, "v1": 1.0, "v2": pytest.approx(8.0)}
+    # 2,000 lines/s -> 16,000 words/s -> 8 count subtasks of 2,000 words/s; the tokenizer needs 1
+    assert model.needed_parallelism(graph, "v2", 2000.0) == 8
+    assert model.needed_parallelism(graph, "v1", 2000.0) == 1
+    estimate = model.estimate(graph, [], current=4, max_scaleout=8)
+    assert estimate.bottleneck == "op2" and estimate.per_scaleout_rps[4] == pytest.approx(1000.0)
+    assert estimate.sources[8] == "extrapolated"  # no vertex ever ran at 8
+
+
+def test_a_parallelism_never_run_takes_the_binding_subtasks_rate_of_the_one_seen():
+    graph = chain(1, 3)  # a rebalanced vertex: every subtask gets a third, the slowest one binds
+    model = DagModel()
+    subtasks = [series("v1", i, 300.0, 300.0 / rate) for i, rate in enumerate((900.0, 800.0, 1000.0))]
+    learn(model, graph, [series("v0", 0, 900.0, 0.1), *subtasks])
+    assert model.vertex_rates(graph, "v1", 5) == (pytest.approx([800.0] * 5), "nearest")
+    assert model.vertex_rates(graph, "v1", 3)[1] == "observed"
+
+
+def test_nothing_learned_means_unknown_not_a_guess():
+    graph = chain(1, 2)
+    model = DagModel()
+    assert model.estimate(graph, [], current=2, max_scaleout=4).per_scaleout_rps == {}
+    assert model.needed_parallelism(graph, "v1", 100.0) is None
+    assert math.isnan(model.selectivity("v1"))
+
+
+def test_state_round_trip_keeps_every_rate_and_key_load():
+    graph = chain(1, 3, keyed=(1,))
+    model = DagModel(DagSettings(min_points=3))
+    learn(model, graph, [series("v0", 0, 900.0, 0.3)] + [series("v1", i, 300.0 + i, 0.5) for i in range(3)])
+    restored = DagModel.from_dict(model.to_dict(), model.settings)
+    for n in (1, 2, 3, 5):
+        assert (
+            restored.estimate(graph, [], 3, n).per_scaleout_rps
+            == model.estimate(graph, [], 3, n).per_scaleout_rps
+        )
+
+
+def test_a_subtask_back_on_another_taskmanager_learns_its_own_line():
+    graph = chain(1)
+    model = DagModel()
+    learn(model, graph, [series("v0", 0, 300.0, 0.5)])  # 600 rps per busy second on tm-0
+    moved = series("v0", 0, 300.0, 0.25)
+    moved = SubtaskSeries(**{**moved.__dict__, "taskmanager_id": "tm-new"})  # a faster pod
+    learn(model, graph, [moved])
+    assert model.subtask_rate_rps("v0", 1, 0) == pytest.approx(1200.0)
+
+
+def test_implausible_busy_times_are_gaps_not_rates():
+    busy = np.where(np.arange(len(T)) % 2 == 0, 0.5, 7.0)  # every other sample claims 7 s of work per second
+    model = DagModel()
+    learn(model, chain(1), [series("v0", 0, 300.0, busy)])
+    assert model.subtask_rate_rps("v0", 1, 0) == pytest.approx(600.0)
+
+
+def test_a_cost_that_grows_with_the_state_held_is_extrapolated_in_one_over_parallelism():
+    # cost per record 1 ms + 8 ms / p (the keys a subtask holds shrink as 1 / p)
+    model = DagModel()
+    for p in (2, 4):
+        rate = 1000.0 / (1.0 + 8.0 / p)
+        learn(model, chain(p), [series("v0", i, rate / 2, 0.5) for i in range(p)])
+    for p in (1, 8, 16):
+        assert model.vertex_rates(chain(1), "v0", p)[0] == pytest.approx([1000.0 / (1.0 + 8.0 / p)] * p)
+
+
+def test_rates_that_differ_only_by_hardware_are_not_extrapolated():
+    model = DagModel()
+    for p, rate in ((2, 1000.0), (4, 1040.0)):  # 4% apart: TaskManager speeds, not state
+        learn(model, chain(p), [series("v0", i, rate / 2, 0.5) for i in range(p)])
+    assert model.vertex_rates(chain(1), "v0", 12)[0] == pytest.approx([1040.0] * 12)
+
+
+def test_a_source_counts_what_it_emits_as_its_input():
+    # Flink reports no records in for a source task: the walk must still start from its output
+    graph = chain(1, 2)
+    source = series("v0", 0, 0.0, 0.1)
+    source = SubtaskSeries(**{**source.__dict__, "records_out_rps": np.full(len(T), 800.0)})
+    model = DagModel()
+    learn(model, graph, [source, series("v1", 0, 400.0, 0.5), series("v1", 1, 400.0, 0.5)])
+    assert model.input_ratios(graph) == {"v0": 1.0, "v1": pytest.approx(1.0)}
+    assert model.estimate(graph, [], current=2, max_scaleout=2).per_scaleout_rps[2] == pytest.approx(1600.0)
+
+
+def test_a_window_at_full_busy_time_shows_the_rate_the_line_misses():
+    # lighter windows suggest 600 records per busy second (contention grows with load on a shared host);
+    # saturated, the subtask does 719 records at 99.96% busy
+    model = DagModel()
+    records = np.linspace(100.0, 400.0, len(T))
+    learn(model, chain(1), [series("v0", 0, records, records / 600.0)])
+    assert model.subtask_rate_rps("v0", 1, 0) == pytest.approx(600.0)
+    learn(model, chain(1), [series("v0", 0, 719.0, 0.9996)])
+    assert model.subtask_rate_rps("v0", 1, 0) == pytest.approx(719.0 / 0.9996)
+    restored = DagModel.from_dict(model.to_dict())
+    assert restored.subtask_rate_rps("v0", 1, 0) == pytest.approx(719.0 / 0.9996)

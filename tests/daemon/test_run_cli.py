@@ -1,0 +1,89 @@
+"""`foresail run` as a new user meets it: progress, a summary, a resume that says so, --fresh, --version."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, trace_head
+
+
+@pytest.fixture(scope="module")
+def short_config(recorded_workloads: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The twin on the first 10 minutes of the recorded sine trace: a 10-iteration run."""
+    directory = tmp_path_factory.mktemp("run")
+    trace = trace_head(recorded_workloads, "sine_60000_6h.csv", 600, directory)
+    config = directory / "foresail.yaml"
+    config.write_text(f"twin:\n  workload: {trace}\n")
+    return config
+
+
+def _run(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "daemon.cli", *args],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_a_run_shows_progress_and_ends_with_a_summary(tmp_path: Path, short_config: Path):
+    done = _run(tmp_path, "run", "--config", str(short_config))
+    assert done.returncode == 0, done.stderr
+    iterations = [json.loads(line) for line in done.stdout.splitlines() if '"iteration"' in line]
+    assert len([e for e in iterations if e["event"] == "iteration"]) == 10  # audit log on stdout (a pipe)
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert all(e["target"] == "twin" and e["job"].endswith("sine_60000_6h_600s.csv") for e in events)
+    assert "iteration 1/10" in done.stderr  # the progress line
+    assert "foresail run: 10 iterations on the digital twin" in done.stderr
+    for heading in ("workers", "rescales", "latency", "knowledge", "audit log", "plots"):
+        assert f"\n  {heading}" in done.stderr
+    assert "foresail-knowledge.sqlite" in done.stderr
+
+
+def test_a_second_run_says_it_resumed_and_how_to_start_afresh(tmp_path: Path, short_config: Path):
+    first = _run(tmp_path, "run", "--config", str(short_config), "--iterations", "4")
+    assert first.returncode == 0, first.stderr
+    assert "resuming" not in first.stderr
+    resumed = _run(tmp_path, "run", "--config", str(short_config))
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming at iteration 4" in resumed.stderr
+    assert "--fresh" in resumed.stderr
+    assert "foresail run: 6 iterations" in resumed.stderr
+    finished = _run(tmp_path, "run", "--config", str(short_config))
+    assert "nothing left to run" in finished.stderr and "--fresh" in finished.stderr
+    afresh = _run(tmp_path, "run", "--config", str(short_config), "--fresh", "--iterations", "2")
+    assert afresh.returncode == 0, afresh.stderr
+    assert "resuming" not in afresh.stderr and "nothing left" not in afresh.stderr
+    assert "foresail run: 2 iterations" in afresh.stderr
+
+
+def test_the_audit_log_can_go_to_a_file(tmp_path: Path, short_config: Path):
+    done = _run(tmp_path, "run", "--config", str(short_config), "--iterations", "3", "--audit-log", "a.jsonl")
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert [e["iteration"] for e in events if e["event"] == "iteration"] == [1, 2, 3]
+    assert '"event"' not in done.stdout
+    assert "audit log    a.jsonl" in done.stderr
+
+
+def test_dry_run_decides_but_executes_nothing(tmp_path: Path, short_config: Path):
+    done = _run(tmp_path, "run", "--config", str(short_config), "--dry-run")
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    iterations = [e for e in events if e["event"] == "iteration"]
+    assert any(e["decision"]["action"] != "hold" for e in iterations)  # it wanted to rescale ...
+    assert not any(e["executed"] for e in iterations)  # ... and did not
+
+
+def test_version():
+    done = _run(REPO, "--version")
+    assert done.returncode == 0
+    assert done.stdout.startswith("foresail ") and done.stdout.split()[1][0].isdigit()

@@ -1,0 +1,174 @@
+"""Bad input from a careless or hostile user: one clear line (exit code 2), never a traceback, a hang or a
+machine out of memory."""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass
+
+import pytest
+
+from daemon.cli import main
+from forecasting.registry import ModelRegistry, RegistryEntry
+from simulator.params import TwinParams
+from simulator.workload import load_trace
+
+
+@dataclass
+class Result:
+    returncode: int | None
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def cli(capsys, tmp_path, monkeypatch):
+    """`foresail ARGS` in this process (a subprocess per case would cost seconds of imports); an exception
+    escaping `main` is reported as the traceback it would print."""
+    monkeypatch.chdir(tmp_path)
+
+    def run(*args: str) -> Result:
+        try:
+            code = main(list(args))
+        except SystemExit as exit_:
+            code = exit_.code
+        except Exception:
+            out, err = capsys.readouterr()
+            return Result(None, out, err + "Traceback\n" + traceback.format_exc())
+        out, err = capsys.readouterr()
+        return Result(code, out, err)
+
+    return run
+
+
+def _clear_error(result: Result) -> str:
+    """The outcome of a bad-input case: a clear error is exit 2 and a short stderr without a traceback."""
+    if "Traceback" in result.stderr:
+        return "traceback"
+    if result.returncode == 2 and 0 < len(result.stderr.strip().splitlines()) <= 2:
+        return "clear-error"
+    return "crashed"
+
+
+TRACES = {
+    "gap-of-1e9-seconds": ("second|count\n0|5\n1000000000|6\n", ":3: second 1000000000 lies"),
+    "count-1e300": ("second|count\n0|5\n1|1e300\n", ":3: count 1e+300 above the maximum"),
+    "all-zero": ("second|count\n0|0\n1|0\n2|0\n", "every count is 0"),
+    "second-beyond-int64": ("second|count\n0|1\n99999999999999999999999|1\n", ":3: need second >= 0"),
+    "binary-garbage": ("second|count\n\x00\x01\xff|\x02\n", ":2: not numbers"),
+    "no-header": ("0|5\n1|6\n", ":1: expected a header"),
+    "decreasing": ("second|count\n5|1\n3|1\n", ":3: second 3 does not increase"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRACES))
+def test_a_bad_trace_is_rejected_at_its_line(tmp_path, name, fault, cli):
+    text, message = TRACES[name]
+    path = tmp_path / f"{name}.csv"
+    path.write_text(text, encoding="utf-8", errors="surrogateescape")
+    with pytest.raises(ValueError) as raised:
+        load_trace(path)
+    assert message in str(raised.value)
+    result = cli("simulate", "--workload", str(path))
+    fault("bad input", _clear_error(result), f"trace {name}")
+    assert _clear_error(result) == "clear-error", result.stderr
+    assert message in result.stderr
+
+
+def test_a_trace_longer_than_the_declared_limits_is_rejected_while_streaming(tmp_path):
+    """Rows and span are checked row by row: the file is rejected at the first row past a limit (the
+    10-million-line case with the real limits is timed in benchmarks/fault_table.py)."""
+    path = tmp_path / "long.csv"
+    path.write_text("second|count\n" + "".join(f"{i}|1\n" for i in range(1_000)))
+    with pytest.raises(ValueError, match=r":502: more than 500 data rows"):
+        load_trace(path, max_rows=500)
+    with pytest.raises(ValueError, match=r":302: second 300 lies 300 s after the first row"):
+        load_trace(path, max_span_s=299)
+    assert len(load_trace(path)) == 1_000
+
+
+def test_a_job_named_dot_dot_publishes_inside_the_registry(tmp_path, fault):
+    registry = ModelRegistry(tmp_path / "models")
+    entries = [registry.publish(job, b"artifact", {}) for job in ("..", ".", ".staging", "a/../../b")]
+    inside = all(e.path.resolve().is_relative_to((tmp_path / "models").resolve()) for e in entries)
+    fault("bad input", "clear-error" if inside else "lost", "registry job '..'")
+    assert inside
+    assert sorted(registry.jobs()) == sorted(["..", ".", ".staging", "a/../../b"])
+    assert [e.version for e in registry.versions("..")] == [1]
+    assert not (tmp_path / "v000001").exists() and not (tmp_path / "b").exists()
+
+
+def test_an_artifact_path_outside_its_version_is_refused(tmp_path):
+    registry = ModelRegistry(tmp_path / "models")
+    entry = registry.publish("job", b"artifact", {})
+    metadata = (entry.path / "metadata.json").read_text().replace('"model.pkl"', '"../../secret"')
+    (entry.path / "metadata.json").write_text(metadata)
+    with pytest.raises(ValueError, match="is not a file of this version"):
+        registry.load(RegistryEntry("job", 1, entry.path))
+
+
+CONFIGS = {
+    "max_scaleout 1e8": ("scaling: {max_scaleout: 100000000}\n", "scaling.max_scaleout"),
+    "max_scaleout above the twin": ("scaling: {max_scaleout: 500}\n", "exceeds what the twin can run"),
+    "min_history above max_history": ("forecast: {min_history_s: 99999}\n", "must be ≤ max_history_s"),
+    "reference_scaleout above the twin": ("twin: {reference_scaleout: 1000}\n", "twin.reference_scaleout"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_sizes_the_target_cannot_run_fail_check_config(tmp_path, name, fault, cli):
+    text, message = CONFIGS[name]
+    (tmp_path / "c.yaml").write_text(text)
+    result = cli("check-config", "--no-connect", str(tmp_path / "c.yaml"))
+    fault(
+        "bad input",
+        "clear-error" if result.returncode == 2 and "Traceback" not in result.stderr else "crashed",
+    )
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_the_twin_limit_in_the_schema_is_the_twins():
+    from config.schema import TWIN_MAX_PARALLELISM
+
+    assert TwinParams().max_parallelism == TWIN_MAX_PARALLELISM
+
+
+ARGUMENTS = {
+    "step 0": (["export-history", "--since", "1d", "--out", "h", "--step-s", "0"], "--step-s must be"),
+    "negative step": (
+        ["export-history", "--since", "1d", "--out", "h", "--step-s", "-5"],
+        "--step-s must be",
+    ),
+    "since after until": (
+        ["export-history", "--since", "1h", "--until", "2d", "--out", "h"],
+        "must lie before",
+    ),
+    "since not a time": (["export-history", "--since", "yesterday", "--out", "h"], "--since: not a time"),
+    "iterations -1": (["run", "--iterations", "-1"], "--iterations must be at least 1"),
+    "missing history": (["retrain", "--history", "nowhere", "--registry", "h"], "no such file or directory"),
+}  # a bad history row or column: tests/spark/test_retrain_inputs.py (one line each; a bad row never aborts)
+
+
+@pytest.mark.parametrize("name", sorted(ARGUMENTS))
+def test_arguments_that_would_silently_do_nothing_are_one_clear_line(tmp_path, name, fault, cli):
+    args, message = ARGUMENTS[name]
+    (tmp_path / "bad.csv").write_text("job,timestamp,rate\nx,2026-01-01T00:00:00Z,5\nx,yesterday,5\n")
+    (tmp_path / "cols.csv").write_text("second|count\n0|5\n")
+    result = cli(*args)
+    fault("bad input", _clear_error(result), f"argument {name}")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and message in result.stderr
+    assert not (tmp_path / "h").exists()
+
+
+def test_a_missing_kubeconfig_is_one_line_not_a_traceback(tmp_path, fault, cli):
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "target: {kind: prometheus+kubernetes}\n"
+        f"kubernetes: {{kubeconfig: {tmp_path / 'missing'}, name: tm}}\n"
+        f"knowledge: {{path: {tmp_path / 'k.sqlite'}}}\nserver: {{port: 0}}\n"
+    )
+    result = cli("run", "--config", str(config), "--iterations", "1")
+    fault("bad input", _clear_error(result), "missing kubeconfig")
+    assert _clear_error(result) == "clear-error", result.stderr
+    assert "cannot start" in result.stderr

@@ -1,0 +1,246 @@
+"""The knowledge store survives: kill -9 (a hundred times), a deleted `-wal`, a damaged file, a second
+daemon, a stored time past the trace, and a resumed twin that continues the job's backlog."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import structlog
+from structlog.testing import capture_logs
+
+from config.schema import Config
+from daemon.runtime import _resume_twin, run_daemon
+from mape.knowledge import Knowledge, KnowledgeSettings, KnowledgeStore, StoreBusy
+from messages.types import Decision
+from simulator.twin import Twin
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _save_iterations(path: Path, count: int, store: KnowledgeStore | None = None) -> KnowledgeStore:
+    store = store or KnowledgeStore(path)
+    knowledge = Knowledge.fresh(KnowledgeSettings())
+    for i in range(1, count + 1):
+        knowledge.iteration, knowledge.last_time_s = i, 60.0 * i
+        knowledge.downtime.observe("out", 30.0 + i)
+        store.save(knowledge, Decision(60.0 * i, 1, 1, "hold"))
+    return store
+
+
+def _killed_after_saving(path: Path, count: int) -> None:
+    """A daemon process that saved `count` iterations and was then killed (no close, no clean exit)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _save_iterations(path, count)
+        finally:
+            os._exit(0)  # like kill -9: nothing is closed or flushed by Python
+    os.waitpid(pid, 0)
+
+
+def test_a_deleted_wal_after_a_kill_loses_no_saved_iteration(tmp_path, fault):
+    path = tmp_path / "k.sqlite"
+    _killed_after_saving(path, 5)
+    Path(f"{path}-wal").unlink(missing_ok=True)
+    Path(f"{path}-shm").unlink(missing_ok=True)
+    knowledge = KnowledgeStore(path).load()
+    fault("knowledge store", "resumed" if knowledge.iteration == 5 else "lost", "deleted -wal after kill -9")
+    assert knowledge.iteration == 5 and knowledge.downtime.observations_s("out")[-1] == 35.0
+
+
+def _garbage(path: Path) -> None:
+    path.write_bytes(os.urandom(8192))
+
+
+def _truncated(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 3])
+
+
+def _bad_state(path: Path) -> None:
+    db = sqlite3.connect(path)
+    db.execute("UPDATE state SET value = '{\"workers\": 17' WHERE key = 'capacity'")
+    db.commit()
+    db.close()
+
+
+def _overwritten_pages(path: Path) -> None:
+    with path.open("r+b") as handle:
+        handle.seek(4096)
+        handle.write(b"\xde\xad" * 2048)
+
+
+DAMAGE = {
+    "garbage": _garbage,
+    "truncated": _truncated,
+    "bad-state": _bad_state,
+    "torn-page": _overwritten_pages,
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_a_damaged_store_is_moved_aside_loudly_and_the_snapshot_resumes(tmp_path, damage, fault):
+    path = tmp_path / "k.sqlite"
+    _save_iterations(path, 6).close()
+    DAMAGE[damage](path)
+    with capture_logs() as logs:
+        store = KnowledgeStore(path)
+        knowledge = store.load()
+    store.close()
+    errors = [e for e in logs if e["event"] == "knowledge-store-damaged"]
+    aside = list(tmp_path.glob("k.sqlite.corrupt-*"))
+    outcome = "resumed" if knowledge.iteration == 6 else "lost"
+    fault("knowledge store", outcome, f"damaged store: {damage}")
+    assert errors and errors[0]["log_level"] == "error" and errors[0]["resumed_from"] == "snapshot"
+    assert aside, "the damaged file is kept for inspection"
+    assert knowledge.iteration == 6  # the snapshot holds every saved iteration
+
+
+def test_a_damaged_store_without_a_good_snapshot_starts_fresh(tmp_path, fault):
+    path = tmp_path / "k.sqlite"
+    _save_iterations(path, 3).close()
+    _garbage(path)
+    _garbage(Path(f"{path}.snapshot"))
+    with capture_logs() as logs:
+        knowledge = KnowledgeStore(path).load()
+    fault("knowledge store", "held" if knowledge.iteration == 0 else "crashed", "damaged store and snapshot")
+    assert knowledge.iteration == 0
+    assert [e["resumed_from"] for e in logs if e["event"] == "knowledge-store-damaged"] == [
+        "nothing: starting fresh"
+    ]
+
+
+def test_a_second_daemon_on_the_same_store_exits_with_a_clear_message(tmp_path, fault, capsys):
+    path = tmp_path / "k.sqlite"
+    first = KnowledgeStore(path)  # a running daemon holds it
+    config = Config.model_validate({"knowledge": {"path": str(path)}, "logging": {"level": "error"}})
+    code = run_daemon(config, max_iterations=1)
+    err = capsys.readouterr().err
+    fault("knowledge store", "clear-error" if code == 1 and "in use" in err else "crashed", "second daemon")
+    assert code == 1 and err.count("\n") == 1 and "in use by another foresail daemon" in err
+    with pytest.raises(StoreBusy):
+        KnowledgeStore(path)
+    first.close()
+    KnowledgeStore(path).close()  # free again once the first one stops
+
+
+def test_another_process_holding_the_store_is_refused(tmp_path, capsys):
+    """The lock holds across processes (a forked holder stands in for the first daemon)."""
+    path = tmp_path / "k.sqlite"
+    ready_r, ready_w = os.pipe()
+    release_r, release_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            store = KnowledgeStore(path)
+            os.write(ready_w, b"x")
+            os.read(release_r, 1)
+            store.close()
+        finally:
+            os._exit(0)
+    try:
+        assert os.read(ready_r, 1) == b"x"
+        config = Config.model_validate({"knowledge": {"path": str(path)}, "logging": {"level": "error"}})
+        code = run_daemon(config, max_iterations=1)
+    finally:
+        os.write(release_w, b"x")
+        os.waitpid(pid, 0)
+    assert code == 1 and f"(pid {pid})" in capsys.readouterr().err
+    KnowledgeStore(path).close()  # the holder is gone: free again
+
+
+def test_a_stored_time_past_the_trace_end_does_not_hang_the_start(tmp_path, fault):
+    path = tmp_path / "k.sqlite"
+    store = KnowledgeStore(path)
+    knowledge = Knowledge.fresh(KnowledgeSettings())
+    knowledge.iteration, knowledge.last_time_s = 9, 1e12
+    store.save(knowledge, None)
+    store.close()
+    config = Config.model_validate({"knowledge": {"path": str(path)}, "logging": {"level": "error"}})
+    codes: list[int] = []
+    thread = threading.Thread(target=lambda: codes.append(run_daemon(config, max_iterations=5)), daemon=True)
+    thread.start()
+    thread.join(60)
+    fault("knowledge store", "held" if codes == [0] else "unbounded", "stored time past the trace end")
+    assert codes == [0]
+    assert KnowledgeStore(path).load().iteration == 9
+
+
+def test_twin_snapshot_and_restore_continue_the_same_job():
+    trace = np.r_[np.full(600, 20_000.0), np.full(1_200, 30_000.0)]
+    original = Twin(trace, parallelism=4, seed=3)
+    original.advance_to(900)
+    original.scale_to(6, 900)
+    original.advance_to(910)  # in the middle of the restart
+    state = json.loads(json.dumps(original.snapshot()))  # as stored
+    resumed = Twin(trace, parallelism=state["parallelism"], seed=3)
+    resumed.restore(state)
+    assert resumed.backlog_records == original.backlog_records > 0
+    assert (resumed.running, resumed.restarts, resumed.now_s) == (original.running, original.restarts, 910.0)
+    for t in (950, 1_200, 1_800):
+        original.advance_to(t)
+        resumed.advance_to(t)
+        assert resumed.backlog_records == original.backlog_records
+        assert resumed.records_processed == original.records_processed
+
+
+def test_a_restarted_daemon_finds_the_twins_backlog(tmp_path, fault):
+    """kill -9 while records pile up (a job held at 1 worker under load): the next daemon starts from
+    that backlog, not from one it re-invents."""
+    trace = tmp_path / "trace.csv"
+    trace.write_text("second|count\n" + "".join(f"{i}|50000\n" for i in range(0, 7_200, 60)))
+    path = tmp_path / "k.sqlite"
+    config = Config.model_validate(
+        {
+            "twin": {"workload": str(trace), "initial_scaleout": 1},
+            "scaling": {"min_scaleout": 1, "max_scaleout": 1},
+            "forecast": {"min_history_s": 86_400, "max_history_s": 86_400},
+            "knowledge": {"path": str(path)},
+            "logging": {"level": "error"},
+        }
+    )
+    pid = os.fork()
+    if pid == 0:
+        try:
+            run_daemon(config, max_iterations=10)
+        finally:
+            os._exit(0)  # no clean save at exit: what kill -9 leaves after the 10th iteration
+    os.waitpid(pid, 0)
+    store = KnowledgeStore(path)
+    saved = store.attached("twin")
+    knowledge = store.load()
+    store.close()
+    backlog = saved["log_end"] - saved["position"]
+    assert knowledge.iteration == 10 and backlog > 1e6
+
+    world = _resume_twin(
+        config, saved, knowledge.last_target_scaleout, knowledge.last_time_s, structlog.get_logger()
+    )
+    fault("knowledge store", "resumed" if world.twin.backlog_records == backlog else "lost", "twin backlog")
+    assert world.twin.backlog_records == backlog
+    assert world.twin.now_s == knowledge.last_time_s
+
+
+@pytest.mark.slow
+def test_kill_9_at_random_points_a_hundred_times_loses_nothing(tmp_path, fault):
+    result = subprocess.run(
+        [sys.executable, "-m", "tests.faults.kill_harness", "--kills", "100", "--seed", "18",
+         "--dir", str(tmp_path), "--delete-wal-every", "4"],
+        capture_output=True, text=True, timeout=600, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout.splitlines()[-1])
+    for _ in range(summary["kills"] - summary["lost"]):
+        fault("kill -9", "resumed")
+    for _ in range(summary["lost"]):
+        fault("kill -9", "lost")
+    assert summary["lost"] == 0, summary["problems"]
+    assert summary["kills_with_progress"] >= 20 and summary["iterations_end"] >= 100  # it really ran

@@ -1,0 +1,232 @@
+"""The latency objective: Elasticutor's greedy per vertex as a floor under the Daedalus plan, the learned
+correction, the rescale spacing, and the hot-key limit (issue 15)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from mape.knowledge import Knowledge
+from mape.latency_policy import (
+    LATENCY,
+    LatencyKnowledge,
+    LatencyObjective,
+    latency_need,
+    latency_of,
+)
+from mape.proactive import ProactivePolicy
+from mape.skew import SKEW, SkewKnowledge, VertexSkew, hot_key_group
+from messages.types import Assessment, VertexAssessment
+
+NOW_S = 50_000.0
+
+
+def _vertex(name: str, rate_rps: float, ratio: float = 1.0, keyed: bool = False) -> VertexAssessment:
+    return VertexAssessment(
+        vertex_id=name,
+        name=name,
+        parallelism=4,
+        keyed=keyed,
+        input_ratio=ratio,
+        selectivity=1.0,
+        true_rate_rps=rate_rps,
+        utilization=0.5,
+        backpressured=0.0,
+        skew=1.0,
+        capacity_rps=math.inf,
+    )
+
+
+def _assessment(
+    forecast_rps: float,
+    vertices: tuple[VertexAssessment, ...],
+    current: int = 4,
+    per_worker_rps: float = 1_000.0,
+    recovery_s: float = 60.0,
+) -> Assessment:
+    capacities = {n: n * per_worker_rps for n in range(1, 19)}
+    return Assessment(
+        time_s=NOW_S,
+        current_scaleout=current,
+        workload_avg_rps=forecast_rps,
+        workload_max_rps=forecast_rps,
+        backlog_records=0.0,
+        capacities_rps=capacities,
+        capacity_sources=dict.fromkeys(capacities, "observed"),
+        forecast_rps=np.full(900, float(forecast_rps)),
+        recovery_s=dict.fromkeys(capacities, recovery_s),
+        vertices=vertices,
+    )
+
+
+def _objective(target_ms: float) -> LatencyObjective:
+    return LatencyObjective(ProactivePolicy(1, 18, 600.0, 60.0), target_ms / 1000.0, 18)
+
+
+def test_the_need_is_the_largest_vertex_need_of_the_greedy():
+    # the issue's chain: e1 λ = 1,000 μ = 200, e2 λ = 2,000 (selectivity 2) μ = 500 → (8, 6) for 10 ms;
+    # on separate cores the job needs 8, but reactive mode puts subtask i of both on TaskManager i, whose
+    # one core then carries 5/n + 4/n of a core's work: 10 TaskManagers
+    vertices = (_vertex("e1", 200.0), _vertex("e2", 500.0, ratio=2.0))
+    need = latency_need(_assessment(1_000, vertices), Knowledge(), 10e-3, 18)
+    assert "e1=8, e2=6" in need.reasons[0] and need.scaleout == 10
+    relaxed = latency_need(_assessment(1_000, vertices), Knowledge(), 12.5e-3, 18)
+    assert "e1=7, e2=5" in relaxed.reasons[0]
+    # where the target, not the cores, binds, the greedy's need is the job's: M/M/k λ = 9,000, μ = 1,000
+    single = (_vertex("op", 1_000.0),)
+    assert latency_need(_assessment(9_000, single), Knowledge(), 1.2e-3, 18).scaleout == 12
+
+
+def test_the_plan_takes_no_scaleout_below_the_latency_need():
+    # throughput alone: 1,000 rps per worker carries 9,000 rps at 10 workers; 1.2 ms needs 12
+    a = _assessment(9_000, (_vertex("op", 1_000.0),), current=4)
+    throughput_only, _, _ = ProactivePolicy(1, 18, 600.0, 60.0).propose(a, Knowledge())
+    target, _, reasons = _objective(1.2).propose(a, Knowledge())
+    assert throughput_only == 10 and target == 12
+    assert reasons[0].startswith("latency:")
+
+
+def test_the_recovery_bound_still_applies():
+    vertices = (_vertex("e1", 200.0), _vertex("e2", 500.0, ratio=2.0))
+    a = _assessment(1_000, vertices, current=4, per_worker_rps=400.0, recovery_s=900.0)
+    target, rule, _ = _objective(10.0).propose(a, Knowledge())
+    assert (target, rule) == (18, "max-scaleout")  # no candidate recovers within 600 s
+
+
+def test_the_learned_offset_tightens_the_target():
+    vertices = (_vertex("e1", 200.0), _vertex("e2", 500.0, ratio=2.0))
+    knowledge = Knowledge()
+    state = latency_of(knowledge)
+    for _ in range(5):  # the job always shows 2.5 ms more than the model (network, fetches)
+        state.learn(10e-3, 12.5e-3)
+    assert state.corrected_s(10e-3) == pytest.approx(12.5e-3)
+    assert state.summary()["latency_model_raw_error_pct"] == pytest.approx(20.0)
+    assert state.summary()["latency_model_corrected_error_pct"] == pytest.approx(0.0, abs=1e-6)
+    # 12.5 ms corrected = 10 ms of model latency → (8, 6) instead of (7, 5)
+    assert "e1=8, e2=6" in latency_need(_assessment(1_000, vertices), knowledge, 12.5e-3, 18).reasons[0]
+
+
+def test_a_target_below_the_fixed_latency_cannot_be_met_by_scaling():
+    knowledge = Knowledge()
+    for _ in range(3):
+        latency_of(knowledge).learn(1e-3, 0.501)
+    need = latency_need(_assessment(1_000, (_vertex("e1", 200.0),)), knowledge, 0.4, 18)
+    assert need.scaleout is None and "no scale-out meets it" in need.reasons[0]
+
+
+def test_the_correction_follows_a_line_once_the_model_latency_spreads():
+    state = LatencyKnowledge()
+    for model_s in np.linspace(0.01, 0.2, 20):
+        state.learn(float(model_s), 0.4 + 2.0 * float(model_s))
+    assert state.corrected_s(0.1) == pytest.approx(0.6)
+    assert state.model_target_s(1.0) == pytest.approx(0.3)
+    restored = LatencyKnowledge.from_dict(state.to_dict())
+    assert restored.corrected_s(0.1) == pytest.approx(0.6)
+
+
+def test_a_scale_in_waits_until_rescales_are_rare_enough_for_the_target():
+    vertices = (_vertex("e1", 2_000.0),)
+    a = _assessment(2_000, vertices, current=10)
+    recent = Knowledge(last_rescale_s=NOW_S - 1_200)
+    target, rule, reasons = _objective(2_000.0).propose(a, recent)
+    assert (target, rule) == (10, "latency-spacing")  # 60 s recovery / 1% → one rescale per 6,000 s
+    assert "6000 s" in reasons[-1]
+    target, _, _ = _objective(2_000.0).propose(a, Knowledge(last_rescale_s=NOW_S - 7_000))
+    assert target < 10
+
+
+def test_hot_key_group_estimate_puts_the_excess_in_one_group():
+    # 128 key groups at parallelism 4 (32 each): one group carries 25% on top of even loads
+    loads = np.full(128, 0.75 / 127)
+    loads[5] = 0.25
+    records = np.bincount(np.arange(128) * 4 // 128, weights=loads, minlength=4) * 10_000
+    hot, typical = hot_key_group(records, 128)
+    assert hot == pytest.approx(0.25, abs=1e-9)
+    assert typical == pytest.approx(0.75 / 127)
+
+
+def test_a_persistent_hot_key_stops_the_scale_out_and_names_the_skew():
+    knowledge = Knowledge()
+    skew = knowledge.extensions[SKEW] = SkewKnowledge()
+    skew.vertices["count"] = VertexSkew(
+        "count", 8, 128, 2.0, 2.0, windows_over=5, hot_group_share=0.3, typical_group_share=0.7 / 127
+    )
+    # the hot subtask carries ≥ 30% of 10,000 rps = 3,000 rps; one subtask processes 2,500: never stable
+    vertices = (_vertex("parse", 5_000.0), _vertex("count", 2_500.0, keyed=True))
+    a = _assessment(10_000, vertices, current=8)
+    target, rule, reasons = _objective(2_000.0).propose(a, knowledge)
+    useful = skew.vertices["count"].useful_parallelism(18)
+    assert rule == "hot-key-limit" and target == max(useful, 3) < 18
+    assert any("hottest key group carries ~30%" in r for r in reasons)
+    # the useful parallelism is where the hot subtask's share stops falling
+    shares = [skew.vertices["count"].hot_subtask_share(p) for p in range(1, 19)]
+    assert shares[useful - 1] <= min(shares) * 1.05 < shares[useful - 2]
+
+
+def test_without_a_persistent_skew_an_infeasible_load_goes_to_the_max():
+    vertices = (_vertex("count", 2_500.0, keyed=True),)
+    target, _, reasons = _objective(2_000.0).propose(_assessment(100_000, vertices, current=8), Knowledge())
+    assert target == 18 and any("target not met" in r for r in reasons)
+
+
+def test_unknown_rates_leave_the_recovery_objective_in_charge():
+    a = _assessment(3_500, (_vertex("e1", math.nan),), current=4)
+    target, _, reasons = _objective(2_000.0).propose(a, Knowledge())
+    assert target == ProactivePolicy(1, 18, 600.0, 60.0).propose(a, Knowledge())[0]
+    assert "true rate known" in reasons[0]
+
+
+def test_the_knowledge_state_round_trips():
+    skew = SkewKnowledge()
+    skew.vertices["v"] = VertexSkew("count", 6, 128, 1.5, math.nan, 4, 0.2, 0.006)
+    again = SkewKnowledge.from_dict(skew.to_dict())
+    assert again.vertices["v"].persistent and math.isnan(again.vertices["v"].records_imbalance)
+    saved = skew.to_dict()
+    saved["v"]["a_field_of_a_later_version"] = 1  # an older daemon still loads a newer knowledge store
+    assert SkewKnowledge.from_dict(saved).vertices["v"].hot_group_share == 0.2
+    assert LATENCY == "latency"
+
+
+def test_vertices_sharing_a_taskmanagers_core_need_more_workers_than_each_alone():
+    # two vertices with λ/μ = 2.5 each: alone each is stable at 3 subtasks, together one core per
+    # TaskManager carries 5 / n of a core's work → 6 TaskManagers
+    vertices = (_vertex("parse", 4_000.0), _vertex("count", 4_000.0))
+    need = latency_need(_assessment(10_000, vertices), Knowledge(), 2.0, 18)
+    assert "parse=3, count=3" in need.reasons[0]
+    assert need.scaleout == 6 and "share each TaskManager's core" in need.reasons[0]
+
+
+def test_a_hot_key_that_saturates_its_core_stops_at_the_useful_parallelism():
+    knowledge = Knowledge()
+    skew = knowledge.extensions[SKEW] = SkewKnowledge()
+    skew.vertices["count"] = VertexSkew(
+        "count", 8, 128, 2.0, 2.0, windows_over=5, hot_group_share=0.3, typical_group_share=0.7 / 127
+    )
+    # alone the hot subtask is stable (30% of 10,000 = 3,000 < 3,500 rps), but the parse subtask on its
+    # TaskManager adds 10,000 / n / 5,000 of the core
+    vertices = (_vertex("parse", 5_000.0), _vertex("count", 3_500.0, keyed=True))
+    target, rule, reasons = _objective(2_000.0).propose(_assessment(10_000, vertices, current=8), knowledge)
+    assert rule == "hot-key-limit" and target == skew.vertices["count"].useful_parallelism(18) < 18
+    assert any("hot subtask's core" in r for r in reasons)
+
+
+def test_a_hot_bottleneck_caps_what_the_recovery_plan_wants():
+    knowledge = Knowledge()
+    skew = knowledge.extensions[SKEW] = SkewKnowledge()
+    skew.vertices["count"] = VertexSkew(
+        "count", 8, 128, 2.0, 2.0, windows_over=5, hot_group_share=0.3, typical_group_share=0.7 / 127
+    )
+    # a huge backlog: no candidate recovers within the target, so Daedalus falls back to the max
+    a = replace(
+        _assessment(5_000, (_vertex("count", 20_000.0, keyed=True),), current=8, recovery_s=5_000.0),
+        bottleneck_vertex="count",
+    )
+    assert ProactivePolicy(1, 18, 600.0, 60.0).propose(a, Knowledge())[0] == 18
+    target, rule, reasons = _objective(2_000.0).propose(a, knowledge)
+    useful = skew.vertices["count"].useful_parallelism(18)
+    assert (target, rule) == (useful, "hot-key-limit") and "max-scaleout wanted 18" in reasons[-1]
+    # without the skew the plan goes where Daedalus sends it
+    assert _objective(2_000.0).propose(replace(a, bottleneck_vertex="parse"), knowledge)[0] == 18

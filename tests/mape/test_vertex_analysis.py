@@ -1,0 +1,109 @@
+"""The per-vertex analysis in the loop: which model bounds the capacity, the bottleneck, the fallback."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import structlog
+
+from config.schema import Config
+from daemon.build import knowledge_settings, make_loop
+from mape.knowledge import KnowledgeStore
+from simulator.metrics import TwinMetricsSource, TwinScalingTarget
+from simulator.params import TwinParams
+from simulator.topology import load_topology
+from simulator.twin import Twin
+
+
+class _Capture:
+    def __init__(self) -> None:
+        self.events: list[dict] = []
+
+    def msg(self, **event) -> None:
+        self.events.append(event)
+
+    info = warning = error = msg
+
+
+def _loop(topology: str, model: str, trace: np.ndarray, parallelism: int, strip_vertices: bool = False):
+    """A policy that never rescales (static at the start), so the analysis is seen at one deployment."""
+    sizing = Twin(np.full(10, 12_000.0), TwinParams(), topology=load_topology(topology))
+    params = TwinParams(worker_capacity_rps=sizing.worker_capacity_rps, speed_cov=0.05)
+    twin = Twin(trace, params, parallelism=parallelism, topology=load_topology(topology))
+    config = Config.model_validate(
+        {
+            "scaling": {"policy": "static"},
+            "baselines": {"static_scaleout": parallelism},
+            "capacity": {"model": model},
+        }
+    )
+    source = TwinMetricsSource(twin)
+    if strip_vertices:  # a backend without task metrics
+        observe = source.observe
+        source.observe = lambda now, window: dataclasses.replace(
+            observe(now, window), job_graph=None, subtasks=()
+        )
+    store = KnowledgeStore(":memory:")
+    capture = _Capture()
+    loop = make_loop(
+        config,
+        source,
+        TwinScalingTarget(twin),
+        store.load(knowledge_settings(config)),
+        store,
+        structlog.wrap_logger(capture, processors=[]),
+    )
+    results = []
+    for now_s in range(60, len(trace) + 1, 60):
+        twin.advance_to(now_s)
+        results.append(loop.iterate(now_s))
+    return twin, results, capture.events
+
+
+RAMP = np.linspace(2_000.0, 9_000.0, 3_600)  # four workers carry ~4,000 rps of io-sink: saturates
+
+
+def test_a_store_bound_sink_is_named_and_true_rates_bound_the_capacity():
+    twin, results, events = _loop("io-sink", "dag", RAMP, parallelism=4)
+    last = results[-1].assessment
+    assert twin.true_bottleneck() == "sink"
+    assert last.bottleneck_vertex == "sink" and last.capacity_model == "dag"
+    assert "CPU lines over-promise" in last.capacity_model_reason
+    assert last.capacity(4) == pytest.approx(twin.true_capacity_rps(), rel=0.03)
+    audit = json.loads(json.dumps(events[-1]["dag"]))
+    assert audit["bottleneck_vertex"] == "sink" and audit["model"] == "dag"
+    assert {v["name"] for v in audit["vertices"]} == {"source", "enrich", "sink"}
+    sink = next(v for v in audit["vertices"] if v["name"] == "sink")
+    assert sink["utilization"] == pytest.approx(1.0)
+    # DS2's walk from the ~9,000 rps the job now sees: 4,400 rps at 4 sink subtasks -> 9 of them
+    assert sink["needed_parallelism"] == 9
+
+
+def test_the_job_level_model_alone_over_promises_on_the_same_job_until_it_saturates():
+    twin, results, _ = _loop("io-sink", "job", RAMP, parallelism=4)
+    before = next(r.assessment for r in results if r.time_s == 1_140)  # ~4,200 of 4,400 rps: not saturated
+    assert before.backlog_records < 30 * 4_400 and before.capacity_model == "job" and before.vertices == ()
+    assert before.capacity(4) > 1.5 * twin.true_capacity_rps()
+    _, results, _ = _loop("io-sink", "dag", RAMP, parallelism=4)
+    before = next(r.assessment for r in results if r.time_s == 1_140)
+    assert before.capacity(4) == pytest.approx(twin.true_capacity_rps(), rel=0.03)
+
+
+def test_when_the_cores_bind_first_the_cpu_lines_are_trusted_and_say_so():
+    twin, results, _ = _loop("wordcount", "dag", RAMP, parallelism=4)
+    last = results[-1].assessment
+    assert twin.true_bottleneck() == "cpu"
+    assert last.capacity_model == "job" and "share each TaskManager's core" in last.capacity_model_reason
+    assert last.bottleneck_vertex == "count"  # the vertex using most of the core
+    assert last.capacity(4) == pytest.approx(twin.true_capacity_rps(), rel=0.03)
+
+
+def test_missing_task_metrics_fall_back_to_the_job_level_model_without_holding():
+    _, results, events = _loop("io-sink", "dag", RAMP[:1200], parallelism=4, strip_vertices=True)
+    last = results[-1]
+    assert last.assessment.capacity_model == "job" and not last.assessment.problems
+    assert events[-1]["dag"]["reason"] == "no per-vertex metrics: job-level model"
+    assert last.decision.rule != "hold-bad-data"

@@ -1,0 +1,120 @@
+"""`foresail retrain` cannot silently do nothing: the workers run the driver's interpreter, a 60 s history
+trains (at 60 s, resampled by the daemon), nothing trained is a non-zero exit with one line per job, and
+bad input is one clear line (a bad row is dropped, never the run)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from daemon.cli import main
+from forecasting.history import write_history
+from forecasting.registry import ModelRegistry, RegistrySource
+from forecasting.spark.models import Resampled, install
+from forecasting.synthetic import DAY_S, generate_jobs
+from tests.conftest import REPO
+
+SMALL = ["--min-history-s", "86400", "--backtest-s", "43200", "--select-window-s", "21600"]
+
+
+@pytest.fixture(scope="module")
+def minute_history(tmp_path_factory) -> Path:
+    """Two jobs, 3 days at a 60 s step (the usual Prometheus export), in Parquet."""
+    path = tmp_path_factory.mktemp("minute") / "history"
+    write_history(generate_jobs(2, seed=5, duration_s=3 * DAY_S, step_s=60.0), path)
+    return path
+
+
+def test_workers_run_the_drivers_interpreter_with_one_blas_thread(spark):
+    assert spark.conf.get("spark.pyspark.python") == sys.executable
+
+    def probe(frames):
+        from threadpoolctl import threadpool_info
+
+        for _ in frames:
+            threads = max(p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas")
+            yield pd.DataFrame({"python": [sys.executable], "blas_threads": [threads]})
+
+    rows = spark.range(2).mapInPandas(probe, "python string, blas_threads long").collect()
+    assert {row.python for row in rows} == {sys.executable}
+    assert {row.blas_threads for row in rows} == {1}
+
+
+def test_retrain_from_an_unactivated_venv_trains_a_60s_history(minute_history, tmp_path):
+    # the PATH holds only the system's python3 (without pandas), as for a venv that is not activated
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+    env.pop("PYSPARK_PYTHON", None)
+    command = [
+        sys.executable, "-m", "daemon.cli", "retrain", "--history", str(minute_history),
+        "--registry", str(tmp_path / "models"), "--master", "local[2]", *SMALL,
+    ]  # fmt: skip
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    registry = ModelRegistry(tmp_path / "models")
+    assert registry.jobs() == ["job-0000", "job-0001"]
+    for job in registry.jobs():
+        metadata = registry.newest(job).metadata()
+        assert metadata["resolution_s"] == 60.0 and metadata["daemon_resolution_s"] == 10.0
+        assert metadata["training_range"]["history_step_s"] == 60.0
+
+    # the daemon (10 s buckets) resamples: fed 10 s buckets, it forecasts at 10 s
+    source = RegistrySource(tmp_path / "models", "job-0000", resolution_s=10.0)
+    model = source.load(source.newest_version())
+    assert isinstance(model.estimator, Resampled) and model.estimator.factor == 6
+    end_s = registry.newest("job-0000").metadata()["training_range"]["end"]
+    start_s = pd.Timestamp(end_s).timestamp() + 3600
+    times_s = start_s + 5 + 10.0 * np.arange(360)
+    level = float(np.median(pd.read_parquet(minute_history).rate))
+    model = install(model, np.full(times_s.size, level), times_s, max_buckets=720)
+    future_s = times_s[-1] + 10.0 * np.arange(1, 91)
+    predicted = model.estimator.predict(90, X=model.exog(future_s))
+    assert predicted.shape == (90,) and np.all(np.isfinite(predicted))
+    assert np.all(predicted[:6] == predicted[0])  # one coarse step covers six buckets
+
+
+def test_nothing_trained_is_a_failure_with_one_line_per_job(spark, tmp_path, capsys):
+    frame = generate_jobs(2, seed=3, duration_s=4 * 3600.0, step_s=60.0)  # 4 hours < --min-history-s
+    write_history(frame, tmp_path / "short")
+    code = main(["retrain", "--history", str(tmp_path / "short"), "--registry", str(tmp_path / "m"), *SMALL])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert [line.split(":")[0] for line in out.splitlines()] == ["job-0000", "job-0001"]
+    assert all("skipped: history covers" in line for line in out.splitlines())
+    assert "nothing trained" in err
+    assert not (tmp_path / "m").exists() or ModelRegistry(tmp_path / "m").jobs() == []
+
+
+def _retrain(history: Path, registry: Path, capsys) -> tuple[int, str, str]:
+    code = main(["retrain", "--history", str(history), "--registry", str(registry), "--json", *SMALL])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_input_errors_are_one_line_each(spark, tmp_path, capsys):
+    code, _, err = _retrain(tmp_path / "absent", tmp_path / "m", capsys)
+    assert code == 2 and err.strip().count("\n") == 0 and "no such file or directory" in err
+    (tmp_path / "columns.csv").write_text("job,time,rate\nx,1,2\n")
+    code, _, err = _retrain(tmp_path / "columns.csv", tmp_path / "m", capsys)
+    assert code == 2 and err.strip().count("\n") == 0 and "lacks the column(s) ['timestamp']" in err
+
+
+def test_bad_rows_are_dropped_and_the_run_goes_on(spark, tmp_path, capsys):
+    frame = generate_jobs(1, seed=9, duration_s=3 * DAY_S, step_s=60.0)
+    lines = ["job,timestamp,rate"] + [f"{j},{t:.0f},{r:.3f}" for j, t, r in frame.itertuples(index=False)]
+    lines[100] = "job-0000,not-a-time,12.5"
+    lines[200] = f"job-0000,{frame.timestamp.iloc[210]:.0f},lots"
+    lines[300] = f"job-0000,{frame.timestamp.iloc[310]:.0f},"
+    (tmp_path / "history.csv").write_text("\n".join(lines) + "\n")
+    code, out, err = _retrain(tmp_path / "history.csv", tmp_path / "m", capsys)
+    assert code == 0, err
+    (row,) = json.loads(out)
+    assert row["status"] == "ok"
+    metadata = ModelRegistry(tmp_path / "m").newest("job-0000").metadata()
+    assert metadata["training_range"]["rows_dropped"] >= 3
