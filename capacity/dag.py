@@ -8,7 +8,10 @@ busy gauge carries the noise; see capacity/model.py), and a fixed per-subtask ov
 watermarks: busy time without records) shifts the line instead of biasing the rate, as DS2's plain
 ratio would. Where the busy time has no spread yet, the ratio records / busy stands in. A subtask busy nearly all of a window shows its rate directly (DS2's ratio
 at full busy time), and that measurement wins over the line: under CPU contention on a shared host the
-rate per busy second changes with the load, and a line through lighter windows under-estimates it.
+rate per busy second changes with the load, and a line through lighter windows under-estimates it. A
+subtask never carries more than its rate, so a later window carrying more proves the reading wrong (a task's
+first minute after a restart reads busy all the time at a trickle): the reading and the line through it
+start afresh.
 
 Rates are kept per (vertex, parallelism, subtask): a subtask's key-group range, and with it its state and
 its cost per record, changes with the parallelism (a session window's cost grows with the keys it holds).
@@ -54,6 +57,8 @@ class DagSettings:
     min_slope_t: float = 10.0
     saturated_busy: float = 0.95
     """A window whose mean busy share reaches this shows the subtask's rate directly."""
+    saturated_contradicted: float = 1.1
+    """A later window carrying this multiple of a saturated rate proves that rate wrong: it is dropped."""
     warmup_s: float = 120.0
     selectivity_decay: float = 0.9
     """Weight the decayed in/out sums keep per window (older windows fade)."""
@@ -226,15 +231,24 @@ class DagModel:
                 if w.stats.n:
                     key = (self._rid(vertex.vertex_id), vertex.parallelism, w.subtask_index)
                     known_stats = self.rates.get(key, RegressionStats())
+                    known_rate = self.saturated.pop(key, None)
                     if self.placement.get(key, w.taskmanager_id) != w.taskmanager_id:
-                        known_stats = RegressionStats()  # other hardware: its own line
-                        self.saturated.pop(key, None)
+                        known_stats, known_rate = RegressionStats(), None  # other hardware: its own line
+                    elif (
+                        known_rate is not None
+                        and w.records_in_rps > self.settings.saturated_contradicted * known_rate
+                    ):
+                        # a subtask never carries more than its rate: that reading was wrong, and the line
+                        # through it too (a task's first minute after a restart reads busy all the time at a
+                        # trickle; a rising load's first saturated window averages in the minute before)
+                        known_stats, known_rate = RegressionStats(), None
                     self.rates[key] = known_stats.merge(w.stats)
                     self.placement[key] = w.taskmanager_id
                     if w.busy >= self.settings.saturated_busy and w.records_in_rps > 0:
                         seen = w.records_in_rps / w.busy
-                        known_rate = self.saturated.get(key, seen)
-                        self.saturated[key] = 0.5 * known_rate + 0.5 * seen
+                        known_rate = seen if known_rate is None else 0.5 * known_rate + 0.5 * seen
+                    if known_rate is not None:
+                        self.saturated[key] = known_rate
             records_in = sum(w.records_in_rps for w in mine)
             records_out = sum(w.records_out_rps for w in mine if math.isfinite(w.records_out_rps))
             if records_in > 0:

@@ -206,3 +206,21 @@ def test_a_window_at_full_busy_time_shows_the_rate_the_line_misses():
     assert model.subtask_rate_rps("v0", 1, 0) == pytest.approx(719.0 / 0.9996)
     restored = DagModel.from_dict(model.to_dict())
     assert restored.subtask_rate_rps("v0", 1, 0) == pytest.approx(719.0 / 0.9996)
+
+
+def test_a_saturated_reading_that_a_later_window_outcarries_is_dropped():
+    # a restarted task's first minute: busy all the time at a trickle of 225 records/s; then the subtask
+    # carries 1,590 records/s at 28% busy, which no subtask of rate 225 could
+    model = DagModel()
+    learn(model, chain(1, 1), [series("v0", 0, 225.0, 0.1), series("v1", 0, 225.0, 1.0)])
+    assert model.subtask_rate_rps("v1", 1, 0) == pytest.approx(225.0)
+    learn(model, chain(1, 1), [series("v0", 0, 1590.0, 0.3), series("v1", 0, 1590.0, 0.28)])
+    assert model.subtask_rate_rps("v1", 1, 0) > 1590.0
+
+
+def test_a_rising_saturated_rate_follows_what_the_subtask_carries():
+    # a load step: the first saturated windows average in the lighter minute before the step
+    model = DagModel()
+    for carried in (200.0, 400.0, 800.0, 1000.0):
+        learn(model, chain(1), [series("v0", 0, carried, 1.0)])
+    assert model.subtask_rate_rps("v0", 1, 0) == pytest.approx(1000.0)

@@ -53,7 +53,7 @@ class Stack:
             readings.append(throughput)
             return sorted(readings[-3:])[1] if len(readings) >= 4 else None  # the first may include the ramp
 
-        capacity = float(wait_for(saturated, 90, "the single worker saturated", poll_s=2))
+        capacity = float(wait_for(saturated, 120, "the single worker saturated", poll_s=2))
         self.flink.trace.hold(0, lead_s=0.5)
         wait_for(lambda: self.backlog() == 0, 120, "the overload's backlog drained", poll_s=1)
         self.flink.trace.hold(CALIBRATION_RPS, lead_s=0.5)

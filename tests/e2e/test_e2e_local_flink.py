@@ -90,8 +90,9 @@ def test_rising_load_scales_out_falling_load_scales_in_and_a_killed_daemon_resum
     assert 1 in knowledge.capacity.observed  # the saturated single worker's capacity was kept
 
     # the truth to compare the daemon's estimate with: one worker overloaded, now that the JIT and the
-    # machine have settled (the calibration at start-up reads low)
-    saturated_rps = stack.measure_saturated_capacity(2 * estimated_at_decision)
+    # machine have settled (the calibration at start-up reads low). The overload is three times the larger of
+    # the two figures known, so that it overloads the worker even when the daemon's estimate reads low.
+    saturated_rps = stack.measure_saturated_capacity(3 * max(estimated_at_decision, stack.capacity_rps))
     record_figures(
         "local-flink",
         {
