@@ -6,12 +6,15 @@ of its time, y = records in per second, both over the loop window; the line's va
 subtask processes when busy all the time. The slope comes from regressing x on y (y is an exact count, the
 busy gauge carries the noise; see capacity/model.py), and a fixed per-subtask overhead (timers,
 watermarks: busy time without records) shifts the line instead of biasing the rate, as DS2's plain
-ratio would. Where the busy time has no spread yet, the ratio records / busy stands in. A subtask busy nearly all of a window shows its rate directly (DS2's ratio
-at full busy time), and that measurement wins over the line: under CPU contention on a shared host the
-rate per busy second changes with the load, and a line through lighter windows under-estimates it. A
-subtask never carries more than its rate, so a later window carrying more proves the reading wrong (a task's
-first minute after a restart reads busy all the time at a trickle): the reading and the line through it
-start afresh.
+ratio would. Where the busy time has no spread yet, the ratio records / busy stands in.
+
+A subtask busy nearly all of a window while its inputs are held back (a source, or an upstream subtask
+backpressured) shows its rate directly (DS2's ratio at full busy time), and that measurement wins over the
+line: under CPU contention on a shared host the rate per busy second changes with the load, and a line
+through lighter windows under-estimates it. Both guards come from real Flink: a restarted task's first
+minute reads busy all the time at a trickle while its inputs read neither idle nor backpressured; and a
+subtask never carries more than its rate, so a later window carrying more proves a reading wrong, and the
+reading and the line through it start afresh.
 
 Rates are kept per (vertex, parallelism, subtask): a subtask's key-group range, and with it its state and
 its cost per record, changes with the parallelism (a session window's cost grows with the keys it holds).
@@ -57,6 +60,8 @@ class DagSettings:
     min_slope_t: float = 10.0
     saturated_busy: float = 0.95
     """A window whose mean busy share reaches this shows the subtask's rate directly."""
+    saturated_upstream_backpressure: float = 0.1
+    """A busy window counts as saturated only when an upstream subtask spends this share backpressured."""
     saturated_contradicted: float = 1.1
     """A later window carrying this multiple of a saturated rate proves that rate wrong: it is dropped."""
     warmup_s: float = 120.0
@@ -227,6 +232,7 @@ class DagModel:
             mine = by_vertex.get(vertex.vertex_id, [])
             if not mine:
                 continue
+            held_back = self._upstream_held_back(graph, vertex.vertex_id, by_vertex)
             for w in mine:
                 if w.stats.n:
                     key = (self._rid(vertex.vertex_id), vertex.parallelism, w.subtask_index)
@@ -244,7 +250,7 @@ class DagModel:
                         known_stats, known_rate = RegressionStats(), None
                     self.rates[key] = known_stats.merge(w.stats)
                     self.placement[key] = w.taskmanager_id
-                    if w.busy >= self.settings.saturated_busy and w.records_in_rps > 0:
+                    if held_back and w.busy >= self.settings.saturated_busy and w.records_in_rps > 0:
                         seen = w.records_in_rps / w.busy
                         known_rate = seen if known_rate is None else 0.5 * known_rate + 0.5 * seen
                     if known_rate is not None:
@@ -260,6 +266,24 @@ class DagModel:
                 and records_in > 0
             ):
                 self._learn_key_loads(known, mine, vertex.parallelism)
+
+    def _upstream_held_back(
+        self, graph: JobGraph, vertex_id: str, by_vertex: dict[str, list[SubtaskWindow]]
+    ) -> bool:
+        """Whether a busy window of the vertex can be a saturated one: it is a source, or an upstream vertex
+        is backpressured (a vertex that cannot keep up holds its inputs back; a restarted task's first
+        minute reads busy all the time while its inputs read neither idle nor backpressured). True where
+        the upstream's backpressure is not reported."""
+        inputs = graph.inputs(vertex_id)
+        if not inputs:
+            return True
+        shares = [
+            w.backpressured
+            for e in inputs
+            for w in by_vertex.get(e.source_id, [])
+            if math.isfinite(w.backpressured)
+        ]
+        return not shares or max(shares) >= self.settings.saturated_upstream_backpressure
 
     def _learn_key_loads(
         self, known: _VertexKnowledge, windows: list[SubtaskWindow], parallelism: int

@@ -79,7 +79,7 @@ class Analyzer:
         throughput_rps = sum(w.throughput_mean_rps for w in windows)
         saturated = bool(windows) and backlog >= self.saturated_backlog_s * throughput_rps
         if not implausible:  # never learn from data that cannot be true
-            capacity.learn(windows, observation.time_s, saturated)
+            capacity.learn(windows, observation.time_s, current, saturated)
         estimate = capacity.estimate(windows, current, self.max_scaleout, observation.time_s, saturated)
         for extension in self.extensions:
             estimate = extension.refine_estimate(knowledge, windows, current, estimate)

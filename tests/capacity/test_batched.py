@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from capacity.dag import DagModel, _records_in, _subtask_window, subtask_windows
-from capacity.model import CapacityModel, _valid_window, valid_windows
+from capacity.model import CapacityModel, _valid_window, line_key, valid_windows
 from capacity.regression import RegressionStats
 from capacity.rows import RowGroups
 from messages.types import JobEdge, JobGraph, JobVertex, SubtaskSeries, WorkerSeries
@@ -73,8 +73,8 @@ def test_lines_at_equal_worker_line_at() -> None:
             )
             for i in range(60)
         )
-        model.learn(valid_windows(workers, None, 60.0 * step, 0.0), 60.0 * step)
-    ids = [f"tm-{i}" for i in range(65)]  # 5 never seen
+        model.learn(valid_windows(workers, None, 60.0 * step, 0.0), 60.0 * step, 60)
+    ids = [line_key(f"tm-{i}", 60) for i in range(65)]  # 5 never seen
     for pooled in (model.pooled_slope(), math.nan, 4000.0):
         lines = model.lines_at(ids, 0.95, pooled)
         for worker_id, line in zip(ids, lines.tolist(), strict=True):

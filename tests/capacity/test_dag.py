@@ -23,9 +23,12 @@ def chain(*parallelism: int, keyed: tuple[int, ...] = (), max_parallelism: int =
     return JobGraph(vertices, edges)
 
 
-def series(vertex: str, index: int, records_in, busy_share, out_ratio: float = 1.0) -> SubtaskSeries:
+def series(
+    vertex: str, index: int, records_in, busy_share, out_ratio: float = 1.0, backpressured_share: float = 0.0
+) -> SubtaskSeries:
     records_in = np.broadcast_to(np.asarray(records_in, dtype=float), T.shape)
     busy = np.broadcast_to(np.asarray(busy_share, dtype=float), T.shape) * 1000.0
+    backpressured = np.minimum(backpressured_share * 1000.0, 1000.0 - busy)
     return SubtaskSeries(
         vertex,
         index,
@@ -34,8 +37,8 @@ def series(vertex: str, index: int, records_in, busy_share, out_ratio: float = 1
         records_in,
         records_in * out_ratio,
         busy,
-        np.zeros_like(T),
-        1000.0 - busy,
+        backpressured,
+        1000.0 - busy - backpressured,
     )
 
 
@@ -208,14 +211,29 @@ def test_a_window_at_full_busy_time_shows_the_rate_the_line_misses():
     assert restored.subtask_rate_rps("v0", 1, 0) == pytest.approx(719.0 / 0.9996)
 
 
-def test_a_saturated_reading_that_a_later_window_outcarries_is_dropped():
-    # a restarted task's first minute: busy all the time at a trickle of 225 records/s; then the subtask
-    # carries 1,590 records/s at 28% busy, which no subtask of rate 225 could
+def test_a_busy_window_whose_upstream_is_not_held_back_is_not_a_saturated_one():
+    # a restarted task's first minute: busy all the time at a trickle, its input neither idle nor backpressured
     model = DagModel()
     learn(model, chain(1, 1), [series("v0", 0, 225.0, 0.1), series("v1", 0, 225.0, 1.0)])
+    assert "v1" not in {rid for rid, _, _ in model.saturated}
+    held_back = DagModel()  # the same window with the source backpressured: the vertex cannot keep up
+    learn(
+        held_back,
+        chain(1, 1),
+        [series("v0", 0, 225.0, 0.1, backpressured_share=0.9), series("v1", 0, 225.0, 1.0)],
+    )
+    assert held_back.subtask_rate_rps("v1", 1, 0) == pytest.approx(225.0)
+
+
+def test_a_saturated_reading_that_a_later_window_outcarries_is_dropped():
+    # read saturated at 225 records/s; then the subtask carries 1,590 records/s at 28% busy, which no subtask
+    # of rate 225 could: the reading, and the line through it, were wrong
+    model = DagModel()
+    upstream = series("v0", 0, 225.0, 0.1, backpressured_share=0.9)
+    learn(model, chain(1, 1), [upstream, series("v1", 0, 225.0, 1.0)])
     assert model.subtask_rate_rps("v1", 1, 0) == pytest.approx(225.0)
     learn(model, chain(1, 1), [series("v0", 0, 1590.0, 0.3), series("v1", 0, 1590.0, 0.28)])
-    assert model.subtask_rate_rps("v1", 1, 0) > 1590.0
+    assert model.subtask_rate_rps("v1", 1, 0) == pytest.approx(1590.0 / 0.28)
 
 
 def test_a_rising_saturated_rate_follows_what_the_subtask_carries():

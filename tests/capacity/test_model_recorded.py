@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from capacity.model import CapacityModel, CapacitySettings, valid_windows
+from capacity.model import CapacityModel, CapacitySettings, line_key, valid_windows
 from messages.types import WorkerSeries
 from tests.conftest import read_columns
 
@@ -35,7 +35,7 @@ def test_saturated_parallelism_12_run_is_estimated_within_5_percent(recorded_met
         rows = slice(start, start + 4)
         workers = _workers(cpu, tput, rows)
         windows = valid_windows(workers, uptime_s=None, now_s=start * STEP_S, warmup_s=0)
-        model.learn(windows, now_s=start * STEP_S)
+        model.learn(windows, now_s=start * STEP_S, scaleout=12)
         estimate = model.estimate(windows, current_scaleout=12, max_scaleout=18, now_s=start * STEP_S)
         observed = sum(float(np.nanmean(tput[pod][rows])) for pod in tput)
         errors.append(abs(estimate.current_rps - observed) / observed)
@@ -50,16 +50,16 @@ def test_skew_is_visible_in_per_worker_capacities(recorded_metrics):
     workers = _workers(cpu, tput, slice(None))
     windows = valid_windows(workers, None, 0.0, 0.0)
     model = CapacityModel()
-    model.learn(windows, 0.0)
+    model.learn(windows, 0.0, 12)
     estimate = model.estimate(windows, 12, 18, 0.0)
     coldest = min(cpu, key=lambda pod: np.nanmean(cpu[pod]))
     # a cold worker is capped by the hottest one: far below what its own line gives at full CPU
-    own_line_at_saturation = model.worker_line_at(coldest, 0.95, model.pooled_slope())
+    own_line_at_saturation = model.worker_line_at(line_key(coldest, 12), 0.95, model.pooled_slope(12))
     assert estimate.per_worker_rps[coldest] < 0.85 * own_line_at_saturation
     total = float(np.nanmean(read_columns(recorded_metrics / "data_skew_total_throughput.csv")["Value"]))
     assert abs(estimate.current_rps - total) / total < 0.05
     # the naive 'every worker at saturation CPU' sum overestimates the skewed job by far
-    naive = sum(model.worker_line_at(pod, 0.95, model.pooled_slope()) for pod in cpu)
+    naive = sum(model.worker_line_at(line_key(pod, 12), 0.95, model.pooled_slope(12)) for pod in cpu)
     assert naive > 1.15 * total
 
 
@@ -75,7 +75,7 @@ def test_single_worker_line_below_80_percent_cpu_predicts_saturation(recorded_me
     worker = WorkerSeries(pod, stamps[below], x[below], y[below])
     model = CapacityModel()
     windows = valid_windows((worker,), None, 0.0, 0.0)
-    model.learn(windows, 0.0)
+    model.learn(windows, 0.0, 1)
     estimate = model.estimate(windows, current_scaleout=1, max_scaleout=4, now_s=0.0)
     saturation_throughput = float(y[saturated].mean())
     # 5.2% high: the real worker's CPU rises a little faster than linearly near saturation
@@ -100,7 +100,7 @@ def test_capacity_is_stable_across_a_sine_load_at_parallelism_2(recorded_metrics
         stamps = np.arange(start, start + per_window) * step_s
         workers = tuple(WorkerSeries(p, stamps, cpu[p][rows], tput[p][rows]) for p in pods)
         windows = valid_windows(workers, None, stamps[-1], 0.0)
-        model.learn(windows, stamps[-1])
+        model.learn(windows, stamps[-1], 2)
         estimate = model.estimate(windows, 2, 4, stamps[-1])
         if start > 60 and estimate.current_rps is not None:
             loaded_errors.append(abs(estimate.current_rps - saturated_rps) / saturated_rps)
@@ -151,7 +151,7 @@ def test_low_load_lines_are_not_flattened_by_cpu_gauge_noise():
             )
             series.append(WorkerSeries(f"w{w}", stamps, cpu, tput))
         windows = valid_windows(tuple(series), None, stamps[-1], 0.0)
-        model.learn(windows, stamps[-1])
+        model.learn(windows, stamps[-1], workers)
         estimate = model.estimate(windows, workers, 18, stamps[-1])
     true_rps = workers * per_worker_at_saturation
     assert abs(estimate.current_rps - true_rps) / true_rps < 0.15

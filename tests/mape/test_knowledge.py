@@ -22,7 +22,7 @@ def _learned_knowledge() -> Knowledge:
         for i in range(3)
     )
     windows = valid_windows(workers, None, 60.0, 0.0)
-    knowledge.capacity.learn(windows, 60.0)
+    knowledge.capacity.learn(windows, 60.0, 3)
     knowledge.capacity.estimate(windows, 3, 6, 60.0)
     knowledge.iteration, knowledge.last_time_s, knowledge.last_rescale_s = 7, 420.0, 300.0
     knowledge.last_target_scaleout = 3
@@ -42,7 +42,7 @@ def test_round_trip_restores_capacity_and_loop_state(tmp_path: Path):
     for part in ("loop", "capacity", "downtime", "recovery"):
         assert loaded[part] == saved[part], part
     assert list(restored.recent_decisions) == [decision]
-    assert restored.capacity.workers["tm-1"].stats == knowledge.capacity.workers["tm-1"].stats
+    assert restored.capacity.workers["tm-1@3"].stats == knowledge.capacity.workers["tm-1@3"].stats
 
 
 def test_forecaster_downtimes_and_observed_recoveries_survive_a_restart(tmp_path: Path):

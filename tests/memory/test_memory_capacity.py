@@ -29,7 +29,7 @@ def _learn(
     )
     windows = valid_windows(workers, None, 60.0, 0.0)
     model = capacities.model(level, scaleout if configuration else None)
-    model.learn(windows, 60.0)
+    model.learn(windows, 60.0, scaleout)
     model.estimate(windows, scaleout, 12, 60.0)
 
 
