@@ -70,3 +70,12 @@ def bids2(vertices: tuple[VertexRate, ...] | list[VertexRate], slots: int) -> Bi
         1 if not math.isfinite(p) else max(1, math.ceil(rate / p * (1 - _TOLERANCE))) for p in per_task
     )
     return Bids2Result(rate, least, vertices[binding].name)
+
+
+def needed_parallelism(
+    vertices: tuple[VertexRate, ...] | list[VertexRate], rate_rps: float
+) -> tuple[int, ...]:
+    """Per vertex, the least parallelism that carries a source rate (DS2's form of the same model)."""
+    return tuple(
+        max(1, math.ceil(rate_rps * v.input_ratio / v.true_rate_rps * (1 - _TOLERANCE))) for v in vertices
+    )
