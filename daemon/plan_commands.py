@@ -18,6 +18,27 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="plan slots, memory per slot and per-vertex parallelism for a target rate from small testbed "
         "runs (StreamBed); 'plan-capacity fit' fits released measurements",
     )
+    plan.add_argument("--topology", help="twin: the job graph (shipped name or YAML; default twin.topology)")
+    plan.add_argument("--target-rate", type=float, help="the rate the job must carry (records/s)")
+    plan.add_argument("--testbed", choices=("twin",), default="twin", help="where to measure (default twin)")
+    plan.add_argument(
+        "--budget-max", type=int, default=8, help="most slots a testbed run may use (default 8)"
+    )
+    plan.add_argument("--budget-min", type=int, default=1, help="fewest slots a testbed run uses (default 1)")
+    plan.add_argument(
+        "--memory-profiles",
+        type=float,
+        nargs="+",
+        help="managed memory per slot to explore (MB; default memory.base_mb)",
+    )
+    plan.add_argument("--max-measurements", type=int, default=20, help="testbed measurements at most (20)")
+    plan.add_argument("--config", type=Path, help="YAML config (twin, memory and knowledge sections)")
+    plan.add_argument("--out", type=Path, help="output directory: plan.json, deployment.yaml, surrogate.png")
+    plan.add_argument(
+        "--knowledge",
+        type=Path,
+        help="knowledge store to seed (default: OUT/knowledge.db; start the daemon with --knowledge on it)",
+    )
     plan.set_defaults(handler=_plan)
     modes = plan.add_subparsers(dest="plan_mode")
     fit = modes.add_parser("fit", help="fit a StreamBed results file and print the planned slots per memory")
@@ -77,4 +98,78 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    return _fail("planning on a testbed: not wired yet")
+    from config.load import load_config
+    from daemon.build import knowledge_settings
+    from daemon.cli import _with_overrides
+    from daemon.plan_output import seed_knowledge, write_deployment, write_plan, write_plot
+    from planning.explorer import ExplorerSettings
+    from planning.plan import PlanError, make_plan
+
+    problem = _plan_argument_problem(args)
+    if problem is not None:
+        return _fail(problem)
+    config = load_config(args.config)
+    config = _with_overrides(config, "twin", topology=args.topology)
+    memories = tuple(args.memory_profiles or (config.memory.base_mb,))
+    try:
+        explorer = ExplorerSettings(
+            min_slots=args.budget_min,
+            max_slots=args.budget_max,
+            memory_mb=memories,
+            max_measurements=args.max_measurements,
+            seed=config.twin.seed,
+        )
+    except ValueError as error:
+        return _fail(str(error))
+    testbed = twin_testbed(config)
+    try:
+        plan = make_plan(testbed, args.target_rate, explorer, max_slots=testbed.max_slots, progress=_progress)
+    except PlanError as error:
+        return _fail(str(error), EXIT_FAILURE)
+    extra = {"testbed": args.testbed, "topology": testbed.topology.name}
+    paths = [
+        write_plan(plan, args.out, extra),
+        write_deployment(plan, config.memory.process_base_mb, args.out),
+        write_plot(plan, args.out),
+    ]
+    store = args.knowledge or args.out / "knowledge.db"
+    max_scaleout = max(config.scaling.max_scaleout, plan.slots)
+    seeded = seed_knowledge(plan, store, knowledge_settings(config), max_scaleout)
+    print(
+        f"plan: {plan.slots} slots of {plan.memory_mb:g} MB ({plan.task_managers} TaskManagers) for "
+        f"{args.target_rate:,.0f} records/s; predicted MST {plan.predicted_mst_rps:,.0f} "
+        f"± {plan.predicted_mst_sd_rps:,.0f} ({plan.model}, {len(plan.exploration.estimates)} measurements)"
+    )
+    for path in paths:
+        print(f"wrote {path}")
+    print(f"seeded {store}: capacity of scale-outs 1..{max_scaleout} ({seeded} new)")
+    return EXIT_OK
+
+
+def _plan_argument_problem(args: argparse.Namespace) -> str | None:
+    if args.target_rate is None or args.out is None:
+        return "--target-rate and --out are required (or use 'plan-capacity fit')"
+    if not (math.isfinite(args.target_rate) and args.target_rate > 0):
+        return f"--target-rate must be a rate > 0, got {args.target_rate:g}"
+    return None
+
+
+def _progress(estimate) -> None:
+    print(
+        f"  measured {estimate.slots} slots at {estimate.memory_mb:g} MB: MST {estimate.mst_rps:,.0f} "
+        f"({len(estimate.tests)} tests, {estimate.testbed_s:.0f} s of testbed time)",
+        file=sys.stderr,
+    )
+
+
+def twin_testbed(config):
+    """The twin the daemon would run for this config (same topology, state profile, hardware and pods),
+    as a testbed: its worker speed is fixed from the config's trace so every deployment is the same job."""
+    from dataclasses import replace
+
+    from daemon.build import make_twin
+    from planning.twin_testbed import TwinTestbed
+
+    twin = make_twin(config).twin
+    params = replace(twin.params, worker_capacity_rps=twin.worker_capacity_rps)
+    return TwinTestbed(twin.topology, params, seed=config.twin.seed)

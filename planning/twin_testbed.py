@@ -43,6 +43,11 @@ class TwinTestbed:
             return self._max_rate_rps
         return 1.5 * self.true_mst_rps(self._slots, self._memory_mb)
 
+    @property
+    def max_slots(self) -> int:
+        """The largest configuration the twin runs (its max parallelism)."""
+        return min(self.params.max_parallelism, *(v.max_parallelism for v in self.topology.vertices))
+
     def deploy(self, slots: int, memory_mb: float) -> None:
         self._slots, self._memory_mb, self._seconds = slots, memory_mb, []
         self.twin = None
