@@ -90,6 +90,7 @@ def explore(measure: Callable[[int, float], Estimate], settings: ExplorerSetting
         dimensions,
         base_estimator="GP",
         acq_func="EI",
+        acq_optimizer="sampling",  # the space is a few dozen points: sampling covers it, L-BFGS is waste
         n_initial_points=len(corners),
         random_state=settings.seed,
     )

@@ -56,6 +56,19 @@ class TwinTestbed:
         """Ground truth: the source rate a fresh deployment of this configuration sustains."""
         return self._build([0.0], slots, memory_mb).true_capacity_rps()
 
+    def true_min_slots(self, rate_rps: float, memory_mb: float) -> int | None:
+        """Ground truth: the fewest slots whose fresh deployment sustains `rate_rps` (None: not even the
+        twin's largest)."""
+        return next(
+            (n for n in range(1, self.max_slots + 1) if self.true_mst_rps(n, memory_mb) >= rate_rps), None
+        )
+
+    def backlog_at_rate(self, slots: int, memory_mb: float, rate_rps: float, duration_s: int) -> np.ndarray:
+        """Consumer lag, second by second, of a fresh deployment fed `rate_rps` for `duration_s`."""
+        twin = self._build([rate_rps] * duration_s, slots, memory_mb)
+        twin.advance_to(duration_s)
+        return np.array(twin.history.view("lag_at"))
+
     def run(self, phases: list[Phase]) -> list[PhaseReading]:
         if self._slots < 1:
             raise RuntimeError("deploy a configuration before running phases")
