@@ -9,7 +9,7 @@ one second of input). Done-when of issue 14: sustained, planned slots â‰¤ 1.15 Ã
 predicted MST within 10% of the true MST at the planned slots.
 
 Usage: python benchmarks/plan_capacity.py [--budget-max 8] [--check-s 1800] [--topologies ysb,session]
-       [--memory-mb 158] [--job-profile stateless]
+       [--memory-mb 158] [--job-profile stateless] [--skew-quantile 0.9]
 """
 
 from __future__ import annotations
@@ -24,21 +24,29 @@ import time
 from config.schema import Config
 from daemon.plan_commands import twin_testbed
 from planning.explorer import ExplorerSettings
-from planning.plan import make_plan
+from planning.plan import make_plan, plan_from
+from planning.skew import QUANTILE
 from simulator.topology import shipped_topologies
 
 LARGEST_SMALL_SLOTS = 40
 
 
-def check_topology(name: str, args: argparse.Namespace) -> dict[str, object]:
+def check_topology(name: str, args: argparse.Namespace) -> list[dict[str, object]]:
+    """The skew-aware plan and StreamBed's plain one from the same measurements."""
     config = Config.model_validate({"twin": {"topology": name, "job_profile": args.job_profile}})
     testbed = twin_testbed(config)
     memory = args.memory_mb
     target = 1.01 * max(testbed.true_mst_rps(n, memory) for n in range(1, LARGEST_SMALL_SLOTS + 1))
     started = time.perf_counter()
     settings = ExplorerSettings(max_slots=args.budget_max, memory_mb=(memory,), seed=config.twin.seed)
-    plan = make_plan(testbed, target, settings, max_slots=testbed.max_slots)
+    plan = make_plan(testbed, target, settings, max_slots=testbed.max_slots, skew_quantile=args.skew_quantile)
     wall_s = time.perf_counter() - started
+    plain = plan_from(plan.exploration, target, settings, max_slots=testbed.max_slots, skew_quantile=None)
+    return [_checked(name, testbed, target, p, args, wall_s) for p in (plan, plain)]
+
+
+def _checked(name, testbed, target, plan, args, wall_s) -> dict[str, object]:
+    memory = plan.memory_mb
     true_min = testbed.true_min_slots(target, memory)
     true_mst = testbed.true_mst_rps(plan.slots, plan.memory_mb)
     lag = testbed.backlog_at_rate(plan.slots, plan.memory_mb, target, args.check_s)
@@ -48,6 +56,7 @@ def check_topology(name: str, args: argparse.Namespace) -> dict[str, object]:
     mst_error = plan.predicted_mst_rps / true_mst - 1
     return {
         "topology": name,
+        "variant": f"skew q{plan.skew.quantile:g}" if plan.skew is not None else "StreamBed",
         "target_rps": target,
         "true_min": true_min,
         "planned": plan.slots,
@@ -72,6 +81,7 @@ def main() -> None:
     parser.add_argument("--topologies", default=",".join(shipped_topologies()))
     parser.add_argument("--memory-mb", type=float, default=158.0)
     parser.add_argument("--job-profile", default="stateless")
+    parser.add_argument("--skew-quantile", type=float, default=QUANTILE)
     args = parser.parse_args()
     limit_blas_threads()
     print(
@@ -79,20 +89,20 @@ def main() -> None:
         f"check {args.check_s} s at the target, {args.memory_mb:g} MB per slot, {args.job_profile}\n"
     )
     print(
-        "| topology | target rps | true min slots | planned | over | model | measurements | predicted MST "
+        "| topology | variant | target rps | true min slots | planned | over | model | measurements | predicted MST "
         "| true MST | MST error | lag last 10 min | sustained | done | testbed h | wall s |"
     )
-    print("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|---|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|---|---:|---:|")
     for name in args.topologies.split(","):
-        r = check_topology(name.strip(), args)
-        print(
-            f"| {r['topology']} | {r['target_rps']:,.0f} | {r['true_min']} | {r['planned']} | "
-            f"{r['over_pct']:+.1f}% | {r['model']} | {r['measurements']} | {r['predicted_mst']:,.0f} | "
-            f"{r['true_mst']:,.0f} | {r['mst_error_pct']:+.1f}% | {r['tail_lag']:,.0f} | "
-            f"{'yes' if r['sustained'] else 'NO'} | {'yes' if r['done'] else 'NO'} | {r['testbed_h']:.1f} | "
-            f"{r['wall_s']:.1f} |",
-            flush=True,
-        )
+        for r in check_topology(name.strip(), args):
+            print(
+                f"| {r['topology']} | {r['variant']} | {r['target_rps']:,.0f} | {r['true_min']} | {r['planned']} | "
+                f"{r['over_pct']:+.1f}% | {r['model']} | {r['measurements']} | {r['predicted_mst']:,.0f} | "
+                f"{r['true_mst']:,.0f} | {r['mst_error_pct']:+.1f}% | {r['tail_lag']:,.0f} | "
+                f"{'yes' if r['sustained'] else 'NO'} | {'yes' if r['done'] else 'NO'} | {r['testbed_h']:.1f} | "
+                f"{r['wall_s']:.1f} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

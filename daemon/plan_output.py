@@ -59,16 +59,15 @@ def write_deployment(plan: CapacityPlan, process_base_mb: float, out_dir: Path) 
 
 
 def write_plot(plan: CapacityPlan, out_dir: Path) -> Path:
-    surrogate = plan.exploration.surrogate
+    surrogate = plan.surrogate
     fig, ax = plt.subplots(figsize=(8, 4.5))
     slots = np.arange(1, max(plan.slots, *(e.slots for e in plan.exploration.estimates)) + 2)
     for memory in sorted({e.memory_mb for e in plan.exploration.estimates}):
         measured = [e for e in plan.exploration.estimates if e.memory_mb == memory]
         points = ax.scatter([e.slots for e in measured], [e.mst_rps for e in measured], s=18, zorder=3)
-        prediction = [surrogate.predict(s, memory) for s in slots]
-        ax.plot(
-            slots, prediction, color=points.get_facecolor()[0], label=f"{surrogate.model} at {memory:g} MB"
-        )
+        prediction = [plan.predict_rps(s, memory) for s in slots]
+        label = f"{surrogate.model} at {memory:g} MB" + (" over the skew" if plan.skew is not None else "")
+        ax.plot(slots, prediction, color=points.get_facecolor()[0], label=label)
     ax.axhline(plan.target_rate_rps, color="black", linewidth=0.8, label="target")
     ax.axhline(1.1 * plan.target_rate_rps, color="black", linestyle="--", linewidth=0.8, label="110% target")
     ax.errorbar(
@@ -92,10 +91,9 @@ def write_plot(plan: CapacityPlan, out_dir: Path) -> Path:
 def seed_knowledge(
     plan: CapacityPlan, store_path: Path, settings: KnowledgeSettings, max_scaleout: int
 ) -> int:
-    """Put the surrogate's capacity at the planned memory for every scale-out 1..max into the capacity
+    """Put the plan's capacity (skew included) at the planned memory for every scale-out 1..max into the capacity
     model's observed capacities (reliable: the daemon's own reliable estimates smooth them in later); a
     scale-out the store already observed keeps its own. Returns how many scale-outs were seeded."""
-    surrogate = plan.exploration.surrogate
     store = KnowledgeStore(store_path)
     try:
         knowledge = store.load(settings)
@@ -103,7 +101,7 @@ def seed_knowledge(
         seeded = {
             str(n): {"capacity_rps": c, "updated_s": SEEDED_AT_S, "estimates": 1, "reliable": True}
             for n in range(1, max_scaleout + 1)
-            if (c := surrogate.predict(n, plan.memory_mb)) > 0
+            if (c := plan.predict_rps(n, plan.memory_mb)) > 0
         }
         seeded = {n: c for n, c in seeded.items() if n not in state["observed"]}
         state["observed"] = {**state["observed"], **seeded}

@@ -12,6 +12,8 @@ from planning.bids2 import VertexRate, needed_parallelism
 from planning.estimator import Estimate, EstimatorSettings, estimate_mst
 from planning.explorer import Exploration, ExplorerSettings, explore
 from planning.released_fit import OVERPROVISION
+from planning.skew import QUANTILE, SkewModel, skew_model
+from planning.surrogate import Observation, Surrogate, fit, select_model
 from planning.testbed import Testbed
 
 
@@ -31,6 +33,17 @@ class CapacityPlan:
     coefficients: dict[str, float]
     slots_per_memory: dict[float, int | None]
     exploration: Exploration
+    surrogate: Surrogate
+    """The model the plan inverted: the exploration's, or with skew its refit on balanced MSTs."""
+    imbalance: float
+    """Hottest slot's load over the mean slot's at the planned slots (1.0 without the skew model)."""
+
+    skew: SkewModel | None = None
+
+    def predict_rps(self, slots: int, memory_mb: float) -> float:
+        """The plan's MST prediction at any configuration (surrogate over the imbalance)."""
+        imbalance = self.skew.imbalance(slots) if self.skew is not None else 1.0
+        return self.surrogate.predict(slots, memory_mb) / imbalance
 
     def to_dict(self) -> dict[str, object]:
         """The plan as JSON: every measurement with its tests."""
@@ -47,6 +60,8 @@ class CapacityPlan:
             "predicted_mst_sd_rps": self.predicted_mst_sd_rps,
             "model": self.model,
             "coefficients": self.coefficients,
+            "skew_quantile": self.skew.quantile if self.skew is not None else None,
+            "imbalance_at_plan": self.imbalance,
             "slots_per_memory_mb": {f"{m:g}": s for m, s in self.slots_per_memory.items()},
             "model_selection_rmse": e.selection_rmse,
             "loo_rmse_history": list(e.rmse_history),
@@ -101,7 +116,11 @@ def make_plan(
     slots_per_task_manager: int = 1,
     max_slots: int = 100_000,
     progress: Callable[[Estimate], None] | None = None,
+    skew_quantile: float | None = QUANTILE,
 ) -> CapacityPlan:
+    """Explore the testbed and plan; `skew_quantile` None plans as StreamBed does (no key-group skew
+    model), else provisions for that quantile of the imbalance (planning/skew.py)."""
+
     def measure(slots: int, memory_mb: float) -> Estimate:
         estimate = estimate_mst(testbed, slots, memory_mb, estimator)
         if progress is not None:
@@ -109,7 +128,17 @@ def make_plan(
         return estimate
 
     exploration = explore(measure, explorer)
-    return plan_from(exploration, target_rate_rps, explorer, slots_per_task_manager, max_slots)
+    return plan_from(exploration, target_rate_rps, explorer, slots_per_task_manager, max_slots, skew_quantile)
+
+
+def balanced_surrogate(exploration: Exploration, skew: SkewModel) -> Surrogate:
+    """Model selection and fit again on what each measured configuration would carry balanced."""
+    balanced = [
+        Observation(o.slots, o.memory_mb, o.mst_rps * skew.imbalance(o.slots))
+        for o in exploration.observations
+    ]
+    selection = select_model(balanced)
+    return fit(min(selection, key=selection.__getitem__), balanced)
 
 
 def plan_from(
@@ -118,11 +147,18 @@ def plan_from(
     explorer: ExplorerSettings,
     slots_per_task_manager: int = 1,
     max_slots: int = 100_000,
+    skew_quantile: float | None = QUANTILE,
 ) -> CapacityPlan:
-    surrogate = exploration.surrogate
+    skew = skew_model(exploration.estimates, skew_quantile) if skew_quantile is not None else None
+    surrogate = exploration.surrogate if skew is None else balanced_surrogate(exploration, skew)
+
+    def imbalance(slots: int) -> float:
+        return skew.imbalance(slots) if skew is not None else 1.0
+
     asked = OVERPROVISION * target_rate_rps
+    candidates = range(explorer.min_slots, max_slots + 1)
     per_memory = {
-        m: surrogate.slots_for(asked, m, explorer.min_slots, max_slots)
+        m: next((n for n in candidates if surrogate.predict(n, m) / imbalance(n) >= asked), None)
         for m in sorted(set(explorer.memory_mb))
     }
     reachable = [(s, m) for m, s in per_memory.items() if s is not None]
@@ -143,10 +179,13 @@ def plan_from(
         math.ceil(slots / slots_per_task_manager),
         slots_per_task_manager,
         vertices,
-        surrogate.predict(slots, memory),
-        surrogate.prediction_sd_rps(slots, memory),
+        surrogate.predict(slots, memory) / imbalance(slots),
+        surrogate.prediction_sd_rps(slots, memory) / imbalance(slots),
         surrogate.model,
         coefficients,
         per_memory,
         exploration,
+        surrogate,
+        imbalance(slots),
+        skew,
     )

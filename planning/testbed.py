@@ -10,12 +10,15 @@ from typing import Protocol
 @dataclass(frozen=True)
 class VertexReading:
     """One vertex over a phase: records/s into the whole vertex, its tasks' mean busy share (0..1, NaN
-    when the engine reports none) and its parallelism."""
+    when the engine reports none), its parallelism, each subtask's share of its input (empty: not
+    read) and, for a keyed vertex, its max parallelism (the number of key groups; 0: not keyed)."""
 
     name: str
     input_rps: float
     busyness: float
     parallelism: int
+    subtask_shares: tuple[float, ...] = ()
+    key_groups: int = 0
 
     @property
     def true_rate_rps(self) -> float:

@@ -97,7 +97,16 @@ class TwinTestbed:
         for v, vertex in enumerate(self.topology.vertices):
             busy = source_rps * load.busy_per_record[v] + load.overhead_busy[v]
             busyness = math.nan if vertex.legacy_source else float(np.mean(np.minimum(busy, 1.0)))
-            readings.append(VertexReading(vertex.name, source_rps * ratios[v], busyness, twin.parallelism))
+            readings.append(
+                VertexReading(
+                    vertex.name,
+                    source_rps * ratios[v],
+                    busyness,
+                    twin.parallelism,
+                    tuple(float(x) for x in load.shares[v]),
+                    vertex.max_parallelism if vertex.keyed else 0,
+                )
+            )
         return tuple(readings)
 
     def _build(self, seconds: list[float], slots: int, memory_mb: float) -> Twin:
