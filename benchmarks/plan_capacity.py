@@ -41,6 +41,8 @@ def check_topology(name: str, args: argparse.Namespace) -> list[dict[str, object
     settings = ExplorerSettings(max_slots=args.budget_max, memory_mb=(memory,), seed=config.twin.seed)
     plan = make_plan(testbed, target, settings, max_slots=testbed.max_slots, skew_quantile=args.skew_quantile)
     wall_s = time.perf_counter() - started
+    if plan.skew is None:  # no keyed vertex: the plan is StreamBed's
+        return [_checked(name, testbed, target, plan, args, wall_s)]
     plain = plan_from(plan.exploration, target, settings, max_slots=testbed.max_slots, skew_quantile=None)
     return [_checked(name, testbed, target, p, args, wall_s) for p in (plan, plain)]
 
