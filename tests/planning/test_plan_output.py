@@ -85,3 +85,27 @@ def test_bad_plan_arguments_are_one_line(argv, message, capsys):
     assert main(["plan-capacity", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_simulated_daemon_starts_from_the_seeded_store(tmp_path, recorded_workloads):
+    from config.schema import Config
+    from daemon.simulate import simulate
+    from tests.conftest import trace_head
+
+    trace = trace_head(recorded_workloads, "sine_60000_6h.csv", 1200, tmp_path)
+    argv = ["plan-capacity", "--target-rate", "60000", "--budget-max", "3", "--max-measurements", "4"]
+    config_file = tmp_path / "c.yaml"
+    config_file.write_text(f"twin:\n  workload: {trace}\n")
+    store = tmp_path / "k.db"
+    assert (
+        main([*argv, "--config", str(config_file), "--out", str(tmp_path / "o"), "--knowledge", str(store)])
+        == 0
+    )
+    config = Config.model_validate({"twin": {"workload": str(trace)}})
+    summary = simulate(config, store_path=str(store))
+    knowledge_store = KnowledgeStore(store)
+    knowledge = knowledge_store.load(KnowledgeSettings())
+    knowledge_store.close()
+    assert knowledge.iteration == summary["iterations"] > 0  # the run saved into the seeded store
+    seeded = knowledge.capacity.to_dict()["observed"]
+    assert set(map(int, seeded)) >= set(range(1, config.scaling.max_scaleout + 1))
