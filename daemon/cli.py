@@ -103,6 +103,10 @@ def _parser() -> argparse.ArgumentParser:
 
     add_retraining_commands(commands)  # export-history, retrain
 
+    from daemon.plan_commands import add_commands as add_planning_commands
+
+    add_planning_commands(commands)  # plan-capacity
+
     example = commands.add_parser("config-example", help="print the annotated default config")
     example.set_defaults(handler=lambda _args: print(render_example(), end="") or EXIT_OK)
     return parser

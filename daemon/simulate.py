@@ -25,14 +25,17 @@ from simulator.twin import Twin
 from simulator.vertex_score import VertexScorer
 
 
-def simulate(config: Config, audit_path: Path | None = None, keep_series: bool = False) -> dict[str, object]:
+def simulate(
+    config: Config, audit_path: Path | None = None, keep_series: bool = False, store_path: str = ":memory:"
+) -> dict[str, object]:
     """Run the loop over the whole trace at virtual speed; the summary the JSON output prints.
 
     `keep_series` adds "series": the per-second record the comparison plots need (see `run_series`).
+    `store_path`: the knowledge store to start from and save to (e.g. one `plan-capacity` seeded).
     """
     started = time.perf_counter()
     world = make_twin(config)
-    store = KnowledgeStore(":memory:")
+    store = KnowledgeStore(store_path)
     knowledge = store.load(knowledge_settings(config, InlineExecutor))  # deterministic: fits run inline
     with _audit_logger(audit_path) as log:
         loop = make_loop(config, world.source, world.target, knowledge, store, log)

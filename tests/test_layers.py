@@ -11,7 +11,7 @@ LAYER = {
     **dict.fromkeys(("config", "capacity", "forecasting", "recovery", "messages"), 0),
     "mape": 1,
     "memory": 2,
-    **dict.fromkeys(("simulator", "backends"), 3),
+    **dict.fromkeys(("simulator", "backends", "planning"), 3),
     "daemon": 4,
 }
 

@@ -1,0 +1,175 @@
+"""The `foresail plan-capacity` command (registered by daemon/cli.py): plan a job's slots and memory on a
+testbed before deployment, or (`plan-capacity fit`) fit released StreamBed measurements."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    plan = commands.add_parser(
+        "plan-capacity",
+        help="plan slots, memory per slot and per-vertex parallelism for a target rate from small testbed "
+        "runs (StreamBed); 'plan-capacity fit' fits released measurements",
+    )
+    plan.add_argument("--topology", help="twin: the job graph (shipped name or YAML; default twin.topology)")
+    plan.add_argument("--target-rate", type=float, help="the rate the job must carry (records/s)")
+    plan.add_argument("--testbed", choices=("twin",), default="twin", help="where to measure (default twin)")
+    plan.add_argument(
+        "--budget-max", type=int, default=8, help="most slots a testbed run may use (default 8)"
+    )
+    plan.add_argument("--budget-min", type=int, default=1, help="fewest slots a testbed run uses (default 1)")
+    plan.add_argument(
+        "--memory-profiles",
+        type=float,
+        nargs="+",
+        help="managed memory per slot to explore (MB; default memory.base_mb)",
+    )
+    plan.add_argument("--max-measurements", type=int, default=20, help="testbed measurements at most (20)")
+    plan.add_argument("--config", type=Path, help="YAML config (twin, memory and knowledge sections)")
+    plan.add_argument("--out", type=Path, help="output directory: plan.json, deployment.yaml, surrogate.png")
+    plan.add_argument(
+        "--knowledge",
+        type=Path,
+        help="knowledge store to seed (default: OUT/knowledge.db; start the daemon with --knowledge on it)",
+    )
+    plan.set_defaults(handler=_plan)
+    modes = plan.add_subparsers(dest="plan_mode")
+    fit = modes.add_parser("fit", help="fit a StreamBed results file and print the planned slots per memory")
+    fit.add_argument("--results", type=Path, required=True, help="StreamBed search-results CSV")
+    fit.add_argument("--model", choices=("lin", "log", "sqrt"), required=True, help="surrogate model")
+    fit.add_argument("--target-rate", type=float, required=True, help="requested rate (events/s)")
+    fit.add_argument(
+        "--memory", type=float, nargs="+", required=True, help="memory levels (MB per TaskManager)"
+    )
+    fit.add_argument("--json", action="store_true", help="print one JSON object")
+    fit.set_defaults(handler=_fit)
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> int:
+    print(f"foresail plan-capacity: {message}", file=sys.stderr)
+    return code
+
+
+def _fit(args: argparse.Namespace) -> int:
+    from planning.released_fit import fit_released
+    from planning.streambed_results import ResultsError, parse_results
+
+    if not (math.isfinite(args.target_rate) and args.target_rate > 0):
+        return _fail(f"--target-rate must be a rate > 0, got {args.target_rate:g}")
+    if any(not (math.isfinite(m) and m > 0) for m in args.memory):
+        return _fail("--memory: every level must be a size > 0 (MB)")
+    try:
+        observations = parse_results(args.results.read_text(encoding="utf-8"), str(args.results))
+        result = fit_released(observations, args.model, args.target_rate, args.memory)
+    except OSError as error:
+        return _fail(f"cannot read {args.results}: {error.strerror or error}")
+    except (ResultsError, ValueError) as error:
+        return _fail(str(error))
+    s = result.surrogate
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "model": args.model,
+                    "runs": result.runs,
+                    "measurements": len(observations),
+                    "a": s.a,
+                    "b": s.b,
+                    "c": s.c,
+                    "slots": {f"{m:g}": t for m, t in result.slots.items()},
+                }
+            )
+        )
+        return EXIT_OK
+    print(f"model {args.model} fitted on the first {result.runs} of {len(observations)} measurements")
+    print(f"fitted a, b, c: {s.a:.4g}, {s.b:.4g}, {s.c:.4g}")
+    print(f"slots for 110% of {args.target_rate:g} events/s:")
+    print("memory_mb  slots")
+    for memory, slots in result.slots.items():
+        print(f"{memory:<9g}  {'–' if slots is None else slots}")
+    return EXIT_OK
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from config.load import load_config
+    from daemon.build import knowledge_settings
+    from daemon.cli import _with_overrides
+    from daemon.plan_output import seed_knowledge, write_deployment, write_plan, write_plot
+    from planning.explorer import ExplorerSettings
+    from planning.plan import PlanError, make_plan
+
+    problem = _plan_argument_problem(args)
+    if problem is not None:
+        return _fail(problem)
+    config = load_config(args.config)
+    config = _with_overrides(config, "twin", topology=args.topology)
+    memories = tuple(args.memory_profiles or (config.memory.base_mb,))
+    try:
+        explorer = ExplorerSettings(
+            min_slots=args.budget_min,
+            max_slots=args.budget_max,
+            memory_mb=memories,
+            max_measurements=args.max_measurements,
+            seed=config.twin.seed,
+        )
+    except ValueError as error:
+        return _fail(str(error))
+    testbed = twin_testbed(config)
+    try:
+        plan = make_plan(testbed, args.target_rate, explorer, max_slots=testbed.max_slots, progress=_progress)
+    except PlanError as error:
+        return _fail(str(error), EXIT_FAILURE)
+    extra = {"testbed": args.testbed, "topology": testbed.topology.name}
+    paths = [
+        write_plan(plan, args.out, extra),
+        write_deployment(plan, config.memory.process_base_mb, args.out),
+        write_plot(plan, args.out),
+    ]
+    store = args.knowledge or args.out / "knowledge.db"
+    max_scaleout = max(config.scaling.max_scaleout, plan.slots)
+    seeded = seed_knowledge(plan, store, knowledge_settings(config), max_scaleout)
+    print(
+        f"plan: {plan.slots} slots of {plan.memory_mb:g} MB ({plan.task_managers} TaskManagers) for "
+        f"{args.target_rate:,.0f} records/s; predicted MST {plan.predicted_mst_rps:,.0f} "
+        f"± {plan.predicted_mst_sd_rps:,.0f} ({plan.model}, {len(plan.exploration.estimates)} measurements)"
+    )
+    for path in paths:
+        print(f"wrote {path}")
+    print(f"seeded {store}: capacity of scale-outs 1..{max_scaleout} ({seeded} new)")
+    return EXIT_OK
+
+
+def _plan_argument_problem(args: argparse.Namespace) -> str | None:
+    if args.target_rate is None or args.out is None:
+        return "--target-rate and --out are required (or use 'plan-capacity fit')"
+    if not (math.isfinite(args.target_rate) and args.target_rate > 0):
+        return f"--target-rate must be a rate > 0, got {args.target_rate:g}"
+    return None
+
+
+def _progress(estimate) -> None:
+    print(
+        f"  measured {estimate.slots} slots at {estimate.memory_mb:g} MB: MST {estimate.mst_rps:,.0f} "
+        f"({len(estimate.tests)} tests, {estimate.testbed_s:.0f} s of testbed time)",
+        file=sys.stderr,
+    )
+
+
+def twin_testbed(config):
+    """The twin the daemon would run for this config (same topology, state profile, hardware and pods),
+    as a testbed: its worker speed is fixed from the config's trace so every deployment is the same job."""
+    from dataclasses import replace
+
+    from daemon.build import make_twin
+    from planning.twin_testbed import TwinTestbed
+
+    twin = make_twin(config).twin
+    params = replace(twin.params, worker_capacity_rps=twin.worker_capacity_rps)
+    return TwinTestbed(twin.topology, params, seed=config.twin.seed)

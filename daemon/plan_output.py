@@ -1,0 +1,113 @@
+"""What `foresail plan-capacity` writes: the plan (JSON), a deployment fragment, a plot of the surrogate
+against the measurements, and the daemon's knowledge store seeded with the planned capacities."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, never a display
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from capacity.model import CapacityModel
+from mape.knowledge import KnowledgeSettings, KnowledgeStore
+from planning.plan import CapacityPlan
+
+SEEDED_AT_S = 0.0
+
+
+def write_plan(plan: CapacityPlan, out_dir: Path, extra: dict[str, object]) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "plan.json"
+    path.write_text(json.dumps({**extra, **plan.to_dict()}, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def write_deployment(plan: CapacityPlan, process_base_mb: float, out_dir: Path) -> Path:
+    """A kustomize patch for deploy/flink-reactive.yaml's TaskManagers (replicas, memory) and the Flink
+    settings that go with it; the per-vertex requirements for a vertex-granularity deployment."""
+    memory_mb = round(process_base_mb + plan.memory_mb * plan.slots_per_task_manager)
+    lines = [
+        "# foresail plan-capacity: TaskManagers for "
+        f"{plan.target_rate_rps:,.0f} records/s (planned at 110%: {plan.slots} slots)",
+        "apiVersion: apps/v1",
+        "kind: Deployment",
+        "metadata: {name: flink-taskmanager, namespace: flink}",
+        "spec:",
+        f"  replicas: {plan.task_managers}",
+        "  template:",
+        "    spec:",
+        "      containers:",
+        "        - name: taskmanager",
+        "          resources:",
+        f"            requests: {{memory: {memory_mb}Mi}}",
+        f"            limits: {{memory: {memory_mb}Mi}}",
+        "---",
+        "# Flink configuration (flink-configmap.yaml, config.yaml)",
+        f"# taskmanager.numberOfTaskSlots: {plan.slots_per_task_manager}",
+        f"# taskmanager.memory.managed.size: {plan.memory_mb:g}m per slot",
+        "# vertex granularity: least parallelism per vertex for 110% of the target",
+        *(f"#   {name}: {parallelism}" for name, parallelism in plan.vertex_parallelism.items()),
+    ]
+    path = out_dir / "deployment.yaml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def write_plot(plan: CapacityPlan, out_dir: Path) -> Path:
+    surrogate = plan.surrogate
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    slots = np.arange(1, max(plan.slots, *(e.slots for e in plan.exploration.estimates)) + 2)
+    for memory in sorted({e.memory_mb for e in plan.exploration.estimates}):
+        measured = [e for e in plan.exploration.estimates if e.memory_mb == memory]
+        points = ax.scatter([e.slots for e in measured], [e.mst_rps for e in measured], s=18, zorder=3)
+        prediction = [plan.predict_rps(s, memory) for s in slots]
+        label = f"{surrogate.model} at {memory:g} MB" + (" over the skew" if plan.skew is not None else "")
+        ax.plot(slots, prediction, color=points.get_facecolor()[0], label=label)
+    ax.axhline(plan.target_rate_rps, color="black", linewidth=0.8, label="target")
+    ax.axhline(1.1 * plan.target_rate_rps, color="black", linestyle="--", linewidth=0.8, label="110% target")
+    ax.errorbar(
+        [plan.slots],
+        [plan.predicted_mst_rps],
+        yerr=[plan.predicted_mst_sd_rps],
+        fmt="s",
+        color="red",
+        capsize=4,
+        label=f"plan: {plan.slots} slots",
+    )
+    ax.set(xlabel="slots", ylabel="MST (records/s)", title="Surrogate against the testbed measurements")
+    ax.legend(fontsize=8)
+    path = out_dir / "surrogate.png"
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def seed_knowledge(
+    plan: CapacityPlan, store_path: Path, settings: KnowledgeSettings, max_scaleout: int
+) -> int:
+    """Put the plan's capacity (skew included) at the planned memory for every scale-out 1..max into the capacity
+    model's observed capacities (reliable: the daemon's own reliable estimates smooth them in later); a
+    scale-out the store already observed keeps its own. Returns how many scale-outs were seeded."""
+    store = KnowledgeStore(store_path)
+    try:
+        knowledge = store.load(settings)
+        state = knowledge.capacity.to_dict()
+        seeded = {
+            str(n): {"capacity_rps": c, "updated_s": SEEDED_AT_S, "estimates": 1, "reliable": True}
+            for n in range(1, max_scaleout + 1)
+            if (c := plan.predict_rps(n, plan.memory_mb)) > 0
+        }
+        seeded = {n: c for n, c in seeded.items() if n not in state["observed"]}
+        state["observed"] = {**state["observed"], **seeded}
+        knowledge.capacity = CapacityModel.from_dict(state, settings.capacity)
+        store.save(knowledge, None)
+        knowledge.close()
+    finally:
+        store.close()
+    return len(seeded)

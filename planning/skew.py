@@ -1,0 +1,126 @@
+"""Key-group skew at parallelisms the testbed never ran (our extension of StreamBed, not the paper's).
+
+A keyed vertex's records go to key groups, and Flink gives subtask i the contiguous key-group range
+i·G/n..(i+1)·G/n (G = max parallelism). At a large n each subtask holds few groups, so uneven group loads
+and G not dividing by n make the hottest subtask carry far more than 1/n: the job saturates earlier
+than a curve through small, well-balanced runs says. The subtask shares the testbed reports at each
+parallelism it ran are sums of group loads over known ranges; the least-squares group loads closest to
+even (minimum norm) reproduce them, resolving loads to the ranges the runs tell apart.
+
+A slot (TaskManager) holds one subtask of every vertex, so its load per source record is the sum over
+vertices of the vertex's busy seconds per source record times the subtask's share. The imbalance at n
+is the hottest slot's load over the mean slot's; the surrogate is fitted to MST × imbalance (what the
+job would carry balanced) and its prediction divided by the imbalance at the planned n.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from planning.estimator import Estimate
+
+
+def key_group_owner(key_groups: int, parallelism: int) -> np.ndarray:
+    return np.arange(key_groups) * parallelism // key_groups
+
+
+@dataclass(frozen=True)
+class GroupLoads:
+    """A keyed vertex's key-group loads as the readings tell them: the mean (nearest to even) and what
+    they leave open (the spread of one group's load and the directions no reading constrains)."""
+
+    mean: np.ndarray
+    sd: float
+    unresolved: np.ndarray
+    """Projector onto the loads no reading sees (I − A⁺A)."""
+
+
+def group_loads(key_groups: int, readings: Sequence[tuple[int, Sequence[float]]]) -> GroupLoads:
+    """Per key group its share of the vertex's records from (parallelism, subtask shares) readings.
+
+    With group loads drawn independently around 1/G with one spread σ, the loads given the readings
+    (exact sums over ranges) have as mean the solution nearest to even and vary only in the directions
+    the readings leave open; σ² comes from the readings themselves (a subtask of m groups strays from
+    m/G by m·σ² on average)."""
+    even = np.full(key_groups, 1.0 / key_groups)
+    rows, targets, spreads = [], [], []
+    for parallelism, shares in readings:
+        owner = key_group_owner(key_groups, parallelism)
+        held = np.bincount(owner, minlength=parallelism)
+        for i, share in enumerate(shares):
+            rows.append((owner == i).astype(float))
+            targets.append(share)
+            if parallelism > 1:
+                spreads.append((share - held[i] / key_groups) ** 2 / held[i])
+    if not rows:
+        return GroupLoads(even, 0.0, np.eye(key_groups))
+    matrix, target = np.array(rows), np.array(targets)
+    inverse = np.linalg.pinv(matrix)
+    mean = np.clip(even + inverse @ (target - matrix @ even), 0.0, None)
+    sd = math.sqrt(float(np.mean(spreads))) if spreads else 0.0
+    return GroupLoads(mean / mean.sum(), sd, np.eye(key_groups) - inverse @ matrix)
+
+
+DRAWS = 400
+QUANTILE = 0.9
+"""The planner provisions for the imbalance that 90% of the group loads the readings allow stay below."""
+
+
+@dataclass(frozen=True)
+class SkewModel:
+    """Per vertex: busy seconds per source record (its weight in a slot's load) and, for keyed vertices,
+    the estimated key-group loads."""
+
+    weights: dict[str, float]
+    loads: dict[str, GroupLoads]
+    quantile: float = QUANTILE
+    seed: int = 0
+
+    def imbalance(self, parallelism: int) -> float:
+        """The hottest slot's load over the mean slot's at `parallelism` (1.0: balanced): its `quantile`
+        over group loads drawn as the readings allow (common draws for every parallelism)."""
+        slot_load = np.zeros((parallelism, DRAWS))
+        rng = np.random.default_rng(self.seed)
+        for name, weight in sorted(self.weights.items()):
+            known = self.loads.get(name)
+            if known is None:
+                slot_load += weight / parallelism
+                continue
+            noise = known.unresolved @ rng.standard_normal((len(known.mean), DRAWS))
+            # unclipped: the noise lies where no reading looks, so every run parallelism keeps its
+            # measured shares exactly (and the total stays 1)
+            drawn = known.mean[:, None] + known.sd * noise
+            owner = key_group_owner(len(known.mean), parallelism)
+            ranges = np.zeros((parallelism, len(known.mean)))
+            ranges[owner, np.arange(len(known.mean))] = 1.0
+            slot_load += weight * (ranges @ drawn)
+        mean = slot_load.mean(axis=0)
+        if not np.all(mean > 0):
+            return 1.0
+        return float(np.quantile(slot_load.max(axis=0) / mean, self.quantile))
+
+
+def skew_model(estimates: Sequence[Estimate], quantile: float = QUANTILE) -> SkewModel | None:
+    """From the estimates' last passed tests; None when no keyed vertex reported its subtask shares."""
+    finals = [e.final for e in estimates if e.mst_rps > 0 and e.final.achieved_rps > 0]
+    if not finals:
+        return None
+    keyed: dict[str, tuple[int, list[tuple[int, tuple[float, ...]]]]] = {}
+    for reading in finals:
+        for v in reading.vertices:
+            if v.key_groups > 0 and len(v.subtask_shares) == v.parallelism:
+                keyed.setdefault(v.name, (v.key_groups, []))[1].append((v.parallelism, v.subtask_shares))
+    if not keyed:
+        return None
+    largest = max(finals, key=lambda r: (r.vertices[0].parallelism if r.vertices else 0, r.achieved_rps))
+    weights = {
+        v.name: v.busyness * v.parallelism / largest.achieved_rps
+        for v in largest.vertices
+        if math.isfinite(v.busyness) and v.busyness > 0
+    }
+    loads = {name: group_loads(groups, readings) for name, (groups, readings) in keyed.items()}
+    return SkewModel(weights, loads, quantile)

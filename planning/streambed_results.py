@@ -1,0 +1,45 @@
+"""Read StreamBed's released search results (`data/streambed/*.csv`): one testbed measurement a row.
+
+`;`-separated, no header, quoted fields: column 1 the per-operator parallelism (`name;parallelism|…`,
+empty for the single-task run), column 4 the memory (MB per 16-slot TaskManager), column 14 the measured
+MST. Slots = the sum of the parallelisms; a single-task run has one slot per non-source operator, which
+is the number of operators the other rows list.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from planning.surrogate import Observation
+
+_PARALLELISM, _MEMORY, _MST = 1, 4, 14
+
+
+class ResultsError(ValueError):
+    """A results file that does not read as StreamBed's: one line saying where."""
+
+
+def parse_results(text: str, where: str = "results") -> list[Observation]:
+    """The measurements in file order."""
+    rows = [r for r in csv.reader(io.StringIO(text), delimiter=";") if r]
+    if not rows:
+        raise ResultsError(f"{where}: no measurements")
+    parsed: list[tuple[list[int] | None, float, float]] = []
+    for line, row in enumerate(rows, start=1):
+        if len(row) <= _MST:
+            raise ResultsError(f"{where} row {line}: {len(row)} columns, expected at least {_MST + 1}")
+        try:
+            parallelism = (
+                [int(entry.rsplit(";", 1)[1]) for entry in row[_PARALLELISM].split("|")]
+                if row[_PARALLELISM]
+                else None
+            )
+            parsed.append((parallelism, float(row[_MEMORY]), float(row[_MST])))
+        except (ValueError, IndexError) as error:
+            raise ResultsError(f"{where} row {line}: not a StreamBed measurement ({error})") from error
+    operators = {len(p) for p, _, _ in parsed if p is not None}
+    if len(operators) != 1:
+        raise ResultsError(f"{where}: rows disagree on the number of operators ({sorted(operators)})")
+    single_task = operators.pop()
+    return [Observation(sum(p) if p is not None else single_task, memory, mst) for p, memory, mst in parsed]

@@ -1,0 +1,64 @@
+"""What the planner needs from a testbed: deploy a configuration, inject rates phase by phase, and say
+what the source achieved, how many records were pending, and per vertex its input rate and busyness."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class VertexReading:
+    """One vertex over a phase: records/s into the whole vertex, its tasks' mean busy share (0..1, NaN
+    when the engine reports none), its parallelism, each subtask's share of its input (empty: not
+    read) and, for a keyed vertex, its max parallelism (the number of key groups; 0: not keyed)."""
+
+    name: str
+    input_rps: float
+    busyness: float
+    parallelism: int
+    subtask_shares: tuple[float, ...] = ()
+    key_groups: int = 0
+
+    @property
+    def true_rate_rps(self) -> float:
+        """Records/s one task would process busy all the time (DS2's true rate; NaN without busyness)."""
+        if not self.busyness > 0:
+            return float("nan")
+        return self.input_rps / self.parallelism / self.busyness
+
+
+@dataclass(frozen=True)
+class Phase:
+    """Inject `rate_rps` source records/s for `duration_s`."""
+
+    rate_rps: float
+    duration_s: float
+
+
+@dataclass(frozen=True)
+class PhaseReading:
+    """What one phase showed: the source's achieved rate and the records pending at its start and end."""
+
+    injected_rps: float
+    achieved_rps: float
+    pending_start: float
+    pending_end: float
+    vertices: tuple[VertexReading, ...] = ()
+
+
+class Testbed(Protocol):
+    """A place to run the job at a given configuration (the twin; a local Flink cluster)."""
+
+    @property
+    def max_rate_rps(self) -> float:
+        """The fastest the generator injects (the warm-up's 'full rate')."""
+        ...
+
+    def deploy(self, slots: int, memory_mb: float) -> None:
+        """Start the job afresh at `slots` slots of `memory_mb` each."""
+        ...
+
+    def run(self, phases: list[Phase]) -> list[PhaseReading]:
+        """Run the phases one after the other on the deployed job; one reading per phase."""
+        ...

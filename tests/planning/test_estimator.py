@@ -1,0 +1,48 @@
+"""The Capacity Estimator: doubling then bisection to 1%, the pass rule, the timings it spends."""
+
+from itertools import pairwise
+
+import pytest
+
+from planning.estimator import EstimatorSettings, estimate_mst, passed
+from planning.testbed import PhaseReading
+from tests.planning.fakes import CurveTestbed
+
+
+@pytest.mark.parametrize("mst", [750.0, 12_345.0, 3.3e6])
+def test_the_estimate_lands_within_the_sensitivity_of_the_true_mst(mst):
+    testbed = CurveTestbed(lambda slots, memory: mst, max_rate_rps=5 * mst)
+    estimate = estimate_mst(testbed, 3, 512.0)
+    # a test passes up to 1/0.99 of the MST (the 99% rule); bisection stops within 1% of the last rate
+    assert 0.97 * mst <= estimate.mst_rps <= mst / 0.99
+    assert any(not t.passed for t in estimate.tests)
+    assert testbed.deployments == [(3, 512.0)]
+
+
+def test_rates_double_until_the_first_failure_then_bisect():
+    testbed = CurveTestbed(lambda slots, memory: 1000.0, max_rate_rps=2000.0)
+    tests = estimate_mst(testbed, 1, 1.0).tests
+    rates = [t.rate_rps for t in tests]
+    first_failure = next(i for i, t in enumerate(tests) if not t.passed)
+    assert all(b == 2 * a for a, b in pairwise(rates[: first_failure + 1]))
+    after = rates[first_failure + 1 :]
+    assert after and all(
+        min(rates[:i]) < r < max(rates) for i, r in enumerate(after, start=first_failure + 1)
+    )
+
+
+def test_timings_are_the_settings_and_the_count_is_capped():
+    settings = EstimatorSettings(warmup_s=50, cooldown_s=5, ramp_s=7, observe_s=11, max_tests=3)
+    testbed = CurveTestbed(lambda slots, memory: 1e6)
+    estimate = estimate_mst(testbed, 2, 1.0, settings)
+    assert len(estimate.tests) == 3
+    assert testbed.seconds == estimate.testbed_s == 50 + 3 * (5 + 7 + 11)
+
+
+def test_a_growing_backlog_fails_even_at_99_percent_of_the_rate():
+    settings = EstimatorSettings()
+    steady = PhaseReading(1000.0, 995.0, 100.0, 100.0)
+    growing = PhaseReading(1000.0, 995.0, 100.0, 100.0 + 0.02 * 1000 * 30)
+    assert passed(steady, settings, 30.0)
+    assert not passed(growing, settings, 30.0)
+    assert not passed(PhaseReading(1000.0, 980.0, 0.0, 0.0), settings, 30.0)

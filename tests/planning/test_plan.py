@@ -1,0 +1,66 @@
+"""The Resource Explorer and the plan on testbeds whose MST curve is known."""
+
+import math
+
+import pytest
+
+from planning.estimator import EstimatorSettings
+from planning.explorer import ExplorerSettings, bootstrap_points
+from planning.plan import PlanError, make_plan
+from tests.planning.fakes import CurveTestbed
+
+FAST = EstimatorSettings(warmup_s=10, cooldown_s=1, ramp_s=1, observe_s=5, sensitivity=0.002, max_tests=20)
+
+
+def linear(slots, memory_mb):
+    return 1000.0 * slots + 0.5 * memory_mb + 200.0
+
+
+def test_corners_bootstrap_then_bo_points_stay_in_the_budget():
+    settings = ExplorerSettings(
+        min_slots=2, max_slots=6, memory_mb=(512.0, 1024.0, 2048.0), max_measurements=9
+    )
+    assert bootstrap_points(settings) == [(2, 512.0), (2, 2048.0), (6, 512.0), (6, 2048.0)]
+    testbed = CurveTestbed(linear)
+    plan = make_plan(testbed, 30_000.0, settings, FAST)
+    assert testbed.deployments[:4] == bootstrap_points(settings)
+    assert all(2 <= s <= 6 and m in (512.0, 1024.0, 2048.0) for s, m in testbed.deployments)
+    assert 4 + settings.min_extra <= len(plan.exploration.estimates) <= 9
+
+
+def test_a_linear_job_is_planned_by_the_inverted_linear_model():
+    settings = ExplorerSettings(max_slots=8, memory_mb=(512.0, 2048.0), max_measurements=8)
+    plan = make_plan(CurveTestbed(linear), 50_000.0, settings, FAST)
+    assert plan.model == "lin"
+    # 110% of 50,000 at the best memory (2048 MB): 1000·s + 1024 + 200 >= 55,000
+    assert (plan.slots, plan.memory_mb) == (math.ceil((55_000 - 1224) / 1000), 2048.0)
+    assert plan.predicted_mst_rps == pytest.approx(linear(plan.slots, 2048.0), rel=0.01)
+    assert plan.task_managers == plan.slots
+
+
+def test_a_square_root_job_selects_the_sqrt_model():
+    def curve(slots, memory_mb):
+        return 10_000.0 * math.sqrt(slots)
+
+    settings = ExplorerSettings(max_slots=16, memory_mb=(512.0,), max_measurements=10)
+    plan = make_plan(CurveTestbed(curve), 60_000.0, settings, FAST)
+    assert plan.model == "sqrt"
+    truth = math.ceil((66_000 / 10_000) ** 2)
+    assert abs(plan.slots - truth) <= 1
+    assert plan.exploration.selection_rmse["sqrt"] < plan.exploration.selection_rmse["lin"]
+
+
+def test_the_explorer_stops_when_the_loo_rmse_rises_or_at_the_cap():
+    settings = ExplorerSettings(max_slots=8, memory_mb=(512.0,), max_measurements=12)
+    plan = make_plan(CurveTestbed(lambda s, m: 5000.0 * s * (1 + 0.2 * (s % 3))), 10_000.0, settings, FAST)
+    history = plan.exploration.rmse_history
+    if plan.exploration.stopped_because.startswith("the leave-one-out"):
+        assert history[-1] > 1.1 * history[-2]
+    else:
+        assert len(plan.exploration.estimates) == 12
+
+
+def test_a_rate_the_surrogate_never_reaches_is_one_clear_error():
+    settings = ExplorerSettings(max_slots=4, memory_mb=(512.0,), max_measurements=4)
+    with pytest.raises(PlanError, match="never reaches"):
+        make_plan(CurveTestbed(lambda s, m: 1000.0), 5000.0, settings, FAST, max_slots=64)

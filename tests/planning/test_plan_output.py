@@ -1,0 +1,111 @@
+"""`foresail plan-capacity` on the twin: the files it writes and the knowledge store a daemon starts from."""
+
+import json
+
+import pytest
+import yaml
+
+from capacity.model import CapacityModel
+from daemon.cli import main
+from mape.knowledge import KnowledgeSettings, KnowledgeStore
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory):
+    out = tmp_path_factory.mktemp("plan")
+    argv = ["plan-capacity", "--topology", "ysb", "--target-rate", "60000", "--budget-max", "4"]
+    assert main([*argv, "--max-measurements", "5", "--out", str(out)]) == 0
+    return out
+
+
+def test_the_plan_lists_the_configuration_and_every_measurement(planned):
+    plan = json.loads((planned / "plan.json").read_text())
+    assert plan["topology"] == "ysb" and plan["target_rate_rps"] == 60000
+    assert plan["slots"] == plan["task_managers"] > 4
+    assert (
+        plan["predicted_mst_rps"]
+        >= 1.1 * 60000
+        > plan["predicted_mst_rps"] - 2 * plan["predicted_mst_sd_rps"] - 1e4
+    )
+    assert len(plan["measurements"]) == 5
+    assert all(1 <= m["slots"] <= 4 and m["tests"] for m in plan["measurements"])
+    assert set(plan["vertex_parallelism"]) == {"filter", "projection", "join", "window", "sink"}
+    assert (planned / "surrogate.png").stat().st_size > 10_000
+
+
+def test_the_deployment_fragment_sizes_the_taskmanagers(planned):
+    plan = json.loads((planned / "plan.json").read_text())
+    patch = next(yaml.safe_load_all((planned / "deployment.yaml").read_text()))
+    assert patch["kind"] == "Deployment" and patch["spec"]["replicas"] == plan["task_managers"]
+    memory = patch["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"]
+    assert memory == "2048Mi"  # memory.process_base_mb 1890 + 158 MB managed
+
+
+def test_a_daemon_on_the_seeded_store_knows_every_scale_out(planned):
+    plan = json.loads((planned / "plan.json").read_text())
+    store = KnowledgeStore(planned / "knowledge.db")
+    knowledge = store.load(KnowledgeSettings())
+    store.close()
+    estimate = knowledge.capacity.estimate(
+        [], current_scaleout=plan["slots"], max_scaleout=plan["slots"], now_s=0
+    )
+    assert estimate.sources[plan["slots"]] == "observed"
+    assert estimate.per_scaleout_rps[plan["slots"]] == pytest.approx(plan["predicted_mst_rps"], rel=1e-6)
+    assert estimate.sources[1] == "observed" and estimate.per_scaleout_rps[1] > 0
+
+
+def test_seeding_keeps_what_the_store_already_learned(tmp_path):
+    path = tmp_path / "k.db"
+    store = KnowledgeStore(path)
+    knowledge = store.load(KnowledgeSettings())
+    learned = {"capacity_rps": 1234.0, "updated_s": 99.0, "estimates": 7, "reliable": True}
+    knowledge.capacity = CapacityModel.from_dict({"observed": {"2": learned}})
+    store.save(knowledge, None)
+    knowledge.close()
+    store.close()
+    argv = ["plan-capacity", "--topology", "ysb", "--target-rate", "30000", "--budget-max", "3"]
+    assert (
+        main([*argv, "--max-measurements", "4", "--out", str(tmp_path / "o"), "--knowledge", str(path)]) == 0
+    )
+    store = KnowledgeStore(path)
+    observed = store.load(KnowledgeSettings()).capacity.to_dict()["observed"]
+    store.close()
+    assert observed["2"] == learned and "3" in observed
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--target-rate", "0", "--out", "x"], "--target-rate must be a rate > 0"),
+        (["--out", "x"], "--target-rate and --out are required"),
+        (["--target-rate", "5", "--out", "x", "--budget-max", "1"], "min slots < max slots"),
+    ],
+)
+def test_bad_plan_arguments_are_one_line(argv, message, capsys):
+    assert main(["plan-capacity", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_simulated_daemon_starts_from_the_seeded_store(tmp_path, recorded_workloads):
+    from config.schema import Config
+    from daemon.simulate import simulate
+    from tests.conftest import trace_head
+
+    trace = trace_head(recorded_workloads, "sine_60000_6h.csv", 1200, tmp_path)
+    argv = ["plan-capacity", "--target-rate", "60000", "--budget-max", "3", "--max-measurements", "4"]
+    config_file = tmp_path / "c.yaml"
+    config_file.write_text(f"twin:\n  workload: {trace}\n")
+    store = tmp_path / "k.db"
+    assert (
+        main([*argv, "--config", str(config_file), "--out", str(tmp_path / "o"), "--knowledge", str(store)])
+        == 0
+    )
+    config = Config.model_validate({"twin": {"workload": str(trace)}})
+    summary = simulate(config, store_path=str(store))
+    knowledge_store = KnowledgeStore(store)
+    knowledge = knowledge_store.load(KnowledgeSettings())
+    knowledge_store.close()
+    assert knowledge.iteration == summary["iterations"] > 0  # the run saved into the seeded store
+    seeded = knowledge.capacity.to_dict()["observed"]
+    assert set(map(int, seeded)) >= set(range(1, config.scaling.max_scaleout + 1))

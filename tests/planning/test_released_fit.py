@@ -1,0 +1,48 @@
+"""Table IV of StreamBed from its released measurements (data/streambed/README.md gives the values)."""
+
+from pathlib import Path
+
+import pytest
+
+from planning.released_fit import fit_released
+from planning.streambed_results import ResultsError, parse_results
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "streambed"
+MEMORIES = (8192, 16384, 32768, 65536)
+TABLE_IV = {  # query: model, requested rate, best number of runs, slots per memory, (a, b, c) to 4 digits
+    "q1": ("lin", 160e6, 10, (179, 179, 179, 178), (10.13, 9.901e5, -7.995e5)),
+    "q2": ("lin", 190e6, 20, (69, 69, 69, 69), (7.50, 3.073e6, -2.711e6)),
+    "q5": ("log", 2.5e6, 14, (1049, 1059, 1069, 1079), (-7.696e3, 5.780e5, -1.201e6)),
+    "q8": ("sqrt", 15e6, 13, (183, 181, 179, 176), (2.606e3, 1.493e6, -3.913e6)),
+    "q11": ("lin", 20e6, 20, (565, 564, 562, 559), (4.152, 3.930e4, -2.133e5)),
+}
+
+
+def released(query):
+    path = next(DATA.glob(f"{query}-*.csv"))
+    return parse_results(path.read_text(), str(path))
+
+
+@pytest.mark.parametrize("query", sorted(TABLE_IV))
+def test_table_iv_reproduces(query):
+    model, rate, runs, slots, coefficients = TABLE_IV[query]
+    result = fit_released(released(query), model, rate, MEMORIES)
+    assert result.runs == runs
+    assert tuple(result.slots[m] for m in MEMORIES) == slots
+    fitted = (result.surrogate.a, result.surrogate.b, result.surrogate.c)
+    assert [float(f"{v:.4g}") for v in fitted] == pytest.approx(coefficients, rel=1e-9, abs=5e-3)
+
+
+def test_single_task_runs_count_one_slot_per_operator():
+    observations = released("q5")
+    single = [o for o in observations if o.slots == 9]
+    assert single and all(o.mst_rps > 0 for o in observations)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [("", "no measurements"), ("a;b;c\n", "3 columns"), ("x;" * 15 + "y\n", "not a StreamBed measurement")],
+)
+def test_a_file_that_is_not_streambeds_is_one_line(text, message):
+    with pytest.raises(ResultsError, match=message):
+        parse_results(text, "f.csv")
