@@ -90,7 +90,7 @@ def test_kill_9_at_any_moment_loses_nothing_learned(tmp_path: Path, kill_after: 
             assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         knowledge = KnowledgeStore(store_path).load()
         assert knowledge.iteration >= target
-        samples = sum(w.stats.n for w in knowledge.capacity.workers.values())
+        samples = knowledge.capacity.retired_n + sum(w.stats.n for w in knowledge.capacity.workers.values())
         assert samples >= previous_samples
         assert len(KnowledgeStore(store_path).decisions()) == knowledge.iteration
         previous_samples, previous_iteration = samples, knowledge.iteration
