@@ -261,14 +261,18 @@ def stale(observation: Observation) -> list[Implausible]:
             for values in (worker.cpu, worker.throughput_rps)
             if (age := _age_s(observation.time_s, worker.timestamps_s, values)) is not None
         ]
-        if known:
-            ages[worker.worker_id] = max(known)
+        ages[worker.worker_id] = max(known, default=math.inf)
     stale_ones = {w: age for w, age in ages.items() if age > limit_s}
     fresh = len(ages) - len(stale_ones)
     parallelism = observation.parallelism
     if stale_ones and (parallelism is None or fresh < parallelism):
         found.extend(
-            Implausible("stale-samples", f"newest sample of worker {w} is {age:.0f} s old")
+            Implausible(
+                "stale-samples",
+                f"newest sample of worker {w} is {age:.0f} s old"
+                if math.isfinite(age)
+                else f"worker {w} has no sample in the window",
+            )
             for w, age in sorted(stale_ones.items())
         )
     return found
