@@ -14,6 +14,10 @@ Reasons:
   so a reading somewhat above one core is real (1.28 cores on the end-to-end stack).
 - ``throughput-above-input``: over a span since a recorded earlier observation, the workers processed
   more records than arrived plus the backlog there was to drain (conservation, see `throughput_above_input`).
+- ``throughput-unverified``: a daemon's first windows, before any span exists, with the workers processing
+  over three times what arrives and waits. A drain that just ended cannot be told from a wrong meter yet
+  (the real stack shows 5x for the half minute after a backlog is gone), so the loop holds and learns
+  nothing until the ledger spans enough time to judge.
 - ``parallelism-mismatch``: the job's parallelism differs from the number of workers reporting, once the
   job has run for a whole window.
 - ``stale-samples``: the newest input-rate sample, or one worker's while the job still counts it, is
@@ -36,6 +40,7 @@ REASONS = (
     "non-finite-rate",
     "cpu-out-of-range",
     "throughput-above-input",
+    "throughput-unverified",
     "parallelism-mismatch",
     "stale-samples",
 )
@@ -80,8 +85,11 @@ class Ledger:
     samples: dict[float, tuple[float, float, float]] = field(default_factory=dict)
     """Sample time → (input records/s, processed records/s, seconds the sample stands for)."""
 
-    def record(self, observation: Observation) -> None:
-        self.samples.update(_samples(observation))
+    def record(self, observation: Observation, samples: bool = True) -> None:
+        """Adds the observation's backlog, and its samples unless they are not to be trusted (`samples`
+        False: their times then count on neither side)."""
+        if samples:
+            self.samples.update(_samples(observation))
         if _finite(observation.backlog_records):
             self.backlogs.append((observation.time_s, float(observation.backlog_records)))
         oldest_s = observation.time_s - LEDGER_HORIZON_S
@@ -109,7 +117,8 @@ class Ledger:
 
 def check(observation: Observation, ledger: Ledger | None = None, cores: float = 1.0) -> list[Implausible]:
     """Every implausibility of the observation. With a `ledger`, the conservation check runs against it
-    and a plausible observation is recorded into it (so that bad data never becomes the reference)."""
+    and the observation is recorded into it: its backlog always (the span's clock starts with the first
+    observation), its rate samples only when plausible (bad data never becomes the reference)."""
     found = [
         *rates(observation),
         *cpu(observation, cores),
@@ -118,8 +127,7 @@ def check(observation: Observation, ledger: Ledger | None = None, cores: float =
     ]
     if ledger is not None:
         found.extend(throughput_above_input(observation, ledger))
-        if not found:
-            ledger.record(observation)
+        ledger.record(observation, samples=not found)
     return found
 
 
@@ -169,8 +177,8 @@ def throughput_above_input(observation: Observation, ledger: Ledger) -> list[Imp
     the source's offsets rewind), so the bound only errs on the lenient side. Sample times no observation
     covered count on neither side.
 
-    Without such a span (a daemon's first windows) a drain cannot be told from a wrong meter: only a
-    throughput `UNVERIFIED_FACTOR` times what arrives and waits now is named then.
+    Without such a span (a daemon's first windows) a drain cannot be told from a wrong meter: a throughput
+    over `UNVERIFIED_FACTOR` times what arrives and waits now is named `throughput-unverified` then.
     """
     now_s = observation.time_s
     latest_start_s = now_s - RATE_SPAN_S - observation.window_s
@@ -212,9 +220,9 @@ def _unverified(observation: Observation) -> list[Implausible]:
         return []
     return [
         Implausible(
-            "throughput-above-input",
+            "throughput-unverified",
             f"workers process {processed_rps:.0f} records/s, but {arrived_rps:.0f} arrive and {waiting:.0f} "
-            "wait (no earlier observation yet to tell a drained backlog from a wrong meter)",
+            "wait, and no earlier observation yet tells a drained backlog from a wrong meter",
         )
     ]
 

@@ -137,9 +137,10 @@ def _reasons(observations: list[Observation]) -> list[set[str]]:
 
 def test_ten_times_the_input_with_no_backlog_holds_from_the_first_window_on():
     busy = [_at(NOW_S + 60 * k, 1_000.0, 10_000.0) for k in range(6)]
-    assert _reasons(busy) == [{"throughput-above-input"}] * 6
+    # unverified until an observation lies a rate span and a window back, then named for what it is
+    assert _reasons(busy) == [{"throughput-unverified"}] * 2 + [{"throughput-above-input"}] * 4
     first = plausibility.check(busy[0], plausibility.Ledger())[0].detail
-    assert first.startswith("workers process 10000 records/s, but 1000 arrive and 0 wait (no earlier")
+    assert first.startswith("workers process 10000 records/s, but 1000 arrive and 0 wait, and no earlier")
     armed = plausibility.check(busy[2], _ledger_of([_at(NOW_S + 60 * k, 1_000.0, 1_000.0) for k in range(2)]))
     assert armed[0].detail.startswith("workers processed 600000 records in 60 s, but 120000 arrived")
 
@@ -207,12 +208,12 @@ def test_a_restarted_daemon_checks_against_what_its_predecessor_saw():
 
 def test_bad_data_never_becomes_the_reference():
     ledger = _ledger_of([_at(NOW_S + 60 * k, 1_000.0, 1_000.0) for k in range(3)])
-    recorded = (list(ledger.backlogs), dict(ledger.samples))
+    recorded = dict(ledger.samples)
     bad = _at(NOW_S + 180, 1_000.0, 20_000.0)
     assert [p.reason for p in plausibility.check(bad, ledger)] == ["throughput-above-input"]
-    assert (list(ledger.backlogs), dict(ledger.samples)) == recorded
+    assert dict(ledger.samples) == recorded  # its backlog starts spans, its rates never count
     plausibility.check(_at(NOW_S + 240, 1_000.0, 1_000.0), ledger)
-    assert max(ledger.samples) == NOW_S + 240 and len(ledger.backlogs) == 4
+    assert max(ledger.samples) == NOW_S + 240 and len(ledger.backlogs) == 5
 
 
 def test_the_ledger_forgets_what_is_older_than_its_horizon():
@@ -293,9 +294,12 @@ def test_the_loop_holds_on_a_throughput_ten_times_the_input_and_never_scales(fau
     )
     fault("implausible metrics", "scaled-on-bad-data" if scaled else "held", "throughput-above-input")
     assert target.calls == [] and not scaled
-    armed = results[2:]  # once an earlier observation lies a rate span and a window back
-    assert {r.decision.rule for r in armed} == {"hold-bad-data"}
-    assert all(any("implausible[throughput-above-input]" in p for p in r.decision.reasons) for r in armed)
+    assert {r.decision.rule for r in results} == {"hold-bad-data"}
+    named = [{p.split("]")[0] for p in r.decision.reasons if p.startswith("implausible")} for r in results]
+    # unverified until an observation lies a rate span and a window back, then named for what it is
+    unverified, wrong = {"implausible[throughput-unverified"}, {"implausible[throughput-above-input"}
+    assert named == [unverified] * 2 + [wrong] * 4
+    assert knowledge.capacity.workers == {}  # nothing learned from it
 
 
 def test_the_twin_never_looks_implausible(tmp_path):
