@@ -76,8 +76,8 @@ class Implausible:
 
 @dataclass
 class Ledger:
-    """What the plausible observations of the last `LEDGER_HORIZON_S` showed, for the conservation check:
-    the backlog at each observation and, per sample time, the input rate and the workers' total throughput
+    """What the observations of the last `LEDGER_HORIZON_S` showed, for the conservation check: the backlog
+    at each one and, per sample time of the plausible ones, the input rate and the workers' total throughput
     (overlapping windows share sample times: the newest reading wins). Saved with the knowledge, so a
     restarted daemon goes on checking against what its predecessor saw."""
 
@@ -110,7 +110,7 @@ class Ledger:
         try:
             backlogs = deque((float(t), float(b)) for t, b in state.get("backlogs", []))
             samples = {float(t): (float(a), float(p), float(s)) for t, a, p, s in state.get("samples", [])}
-        except (TypeError, ValueError):
+        except (AttributeError, TypeError, ValueError):
             return cls()
         return cls(backlogs, samples)
 
@@ -185,7 +185,7 @@ def throughput_above_input(observation: Observation, ledger: Ledger) -> list[Imp
     starts = [t for t, _ in ledger.backlogs if t <= latest_start_s]
     if not starts:
         return _unverified(observation)
-    start_s = starts[0]
+    start_s = min(starts)
     samples = {**ledger.samples, **_samples(observation)}
     arrived = processed = processed_s = 0.0
     for time_s, (input_rps, processed_rps, step_s) in samples.items():

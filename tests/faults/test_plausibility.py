@@ -204,6 +204,7 @@ def test_a_restarted_daemon_checks_against_what_its_predecessor_saw():
     assert plausibility.check(double, plausibility.Ledger()) == []  # a new ledger has no verdict yet
     assert [p.reason for p in plausibility.check(double, resumed)] == ["throughput-above-input"]
     assert plausibility.Ledger.from_dict({"samples": [["x"]]}) == plausibility.Ledger()
+    assert plausibility.Ledger.from_dict(["not", "a", "ledger"]) == plausibility.Ledger()
 
 
 def test_bad_data_never_becomes_the_reference():
