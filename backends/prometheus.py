@@ -199,6 +199,7 @@ class PrometheusMetricsSource:
         input_rate = series("input_rate", config.query_input_rate, None).get("", np.full(len(grid), np.nan))
         cpu = series("worker_cpu", config.query_worker_cpu, config.worker_label)
         throughput = series("worker_throughput", config.query_worker_throughput, config.worker_label)
+        self._drop_carried(reading, cpu, throughput, grid, now_s)
         backlog = scalar("backlog", config.query_backlog)
         parallelism = scalar("parallelism", config.query_parallelism)
         uptime_s = scalar("uptime", config.query_uptime)
@@ -233,6 +234,35 @@ class PrometheusMetricsSource:
             job_graph=job_graph,
             subtasks=subtasks,
         )
+
+    def _drop_carried(
+        self,
+        reading: _Reading,
+        cpu: dict[str, np.ndarray],
+        throughput: dict[str, np.ndarray],
+        grid: np.ndarray,
+        now_s: float,
+    ) -> None:
+        """Turns the points of each worker that lie more than `stale_after_s` past its newest scraped
+        sample into gaps (in place): they are Prometheus's lookback copies, not measurements."""
+        query = self.config.query_worker_freshness
+        if not query or not (cpu or throughput):
+            return
+        answer = reading.run("worker_freshness", lambda: self.client.instant(query, now_s))
+        if answer is None:
+            return
+        try:
+            ages_s = parse_vector(answer, self.config.worker_label)
+        except BadAnswer as error:
+            reading.problems.append(f"worker_freshness: unexpected answer: {error}")
+            return
+        for worker, age_s in ages_s.items():
+            if not math.isfinite(age_s):
+                continue
+            carried = grid > now_s - age_s + self.config.stale_after_s
+            for arrays in (cpu, throughput):
+                if worker in arrays:
+                    arrays[worker] = np.where(carried, np.nan, arrays[worker])
 
     def _per_vertex(
         self, grid: np.ndarray, unreachable: str | None

@@ -70,6 +70,13 @@ class PrometheusConfig(_Section):
         description="Age in seconds of the newest scraped sample; above stale_after_s the data are stale "
         "('' = not checked).",
     )
+    query_worker_freshness: str = Field(
+        "time() - max by (tm_id) (timestamp(flink_taskmanager_Status_JVM_CPU_Load))",
+        description="Per worker, age in seconds of its newest scraped sample. Where no staleness marker ends a "
+        "series (backfilled, federated or remote-read data), Prometheus carries its last value forward for 5 "
+        "minutes: a worker's points more than stale_after_s past its newest sample are such copies and become "
+        "gaps, so a worker that stopped reporting shows as stale ('' = not checked).",
+    )
     operator_label: str = Field(
         "operator_name", description="Label that tells operators apart in the per-operator state queries."
     )

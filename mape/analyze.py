@@ -53,9 +53,8 @@ class Analyzer:
 
     def assess(self, observation: Observation, knowledge: Knowledge) -> Assessment:
         problems = list(observation.problems)
-        implausible = plausibility.check(observation, knowledge.last_backlog_records)
+        implausible = plausibility.check(observation, knowledge.plausibility)
         problems.extend(map(str, implausible))
-        knowledge.last_backlog_records = observation.backlog_records
         rates = observation.input_rate_rps[np.isfinite(observation.input_rate_rps)]
         if len(rates) == 0:
             problems.append("no input-rate samples in the window")

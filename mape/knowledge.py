@@ -36,6 +36,7 @@ from capacity.model import CapacityModel, CapacitySettings
 from forecasting.online import ModelSource, WorkloadForecaster
 from forecasting.types import ForecastSettings
 from mape.extensions import ExtensionState
+from mape.plausibility import Ledger
 from messages.types import Decision
 from recovery.downtime import DowntimeModel
 from recovery.monitor import RecoveryMonitor
@@ -43,7 +44,7 @@ from recovery.tracker import ObservedRecovery
 
 RECENT_DECISIONS = 100
 MODEL_BLOB = "forecaster_model"
-CORE_STATE = ("capacity", "dag", "forecaster", "downtime", "recovery", "loop")
+CORE_STATE = ("capacity", "dag", "forecaster", "downtime", "recovery", "plausibility", "loop")
 """The core's keys in the saved state; an extension's state is saved under its name beside them."""
 
 ATTACHED = "attached:"
@@ -99,8 +100,8 @@ class Knowledge:
     recent_decisions: deque[Decision] = field(default_factory=lambda: deque(maxlen=RECENT_DECISIONS))
     new_recoveries: list[ObservedRecovery] = field(default_factory=list)
     """Recoveries observed this iteration: stored with it, then cleared."""
-    last_backlog_records: float | None = None
-    """Backlog of the previous observation (the plausibility checks compare against it; not persisted)."""
+    plausibility: Ledger = field(default_factory=Ledger)
+    """Recent plausible observations, the conservation check's reference (mape/plausibility.py)."""
 
     @classmethod
     def fresh(cls, settings: KnowledgeSettings) -> Knowledge:
@@ -139,6 +140,7 @@ class Knowledge:
             extensions={
                 name: make(state.get(name, {})) for name, make in settings.extension_factories.items()
             },
+            plausibility=Ledger.from_dict(state.get("plausibility", {})),
         )
         loop = state.get("loop", {})
         knowledge.iteration = int(loop.get("iteration", 0))
@@ -154,6 +156,7 @@ class Knowledge:
             "dag": self.dag.to_dict(),
             "downtime": self.downtime.to_dict(),
             "recovery": self.recovery.to_dict(),
+            "plausibility": self.plausibility.to_dict(),
             "loop": {
                 "iteration": self.iteration,
                 "last_time_s": self.last_time_s,

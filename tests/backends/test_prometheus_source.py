@@ -16,6 +16,7 @@ from backends.prometheus import PrometheusMetricsSource
 from config.backends import PrometheusConfig
 from config.schema import Config
 from daemon.build import knowledge_settings, make_loop
+from mape import plausibility
 from mape.knowledge import KnowledgeStore
 from tests.backends.backfilled import backfilled_prometheus
 from tests.backends.fake_http import FakeServer, self_signed_cert
@@ -24,15 +25,16 @@ STEP = 5
 T_END = (math.floor(time.time()) // 60) * 60 - 120  # two minutes ago, a multiple of the step
 T0 = T_END - 600
 NAN_AT = T_END - 20
+STOPPED_AT = T_END - 200
 
 
 def _openmetrics() -> str:
     lines = []
 
-    def gauge(name: str, samples: dict[str, callable]) -> None:
+    def gauge(name: str, samples: dict[str, callable], until: dict[str, int] | None = None) -> None:
         lines.append(f"# TYPE {name} gauge")
         for labels, value in samples.items():
-            for t in range(T0, T_END + 1, STEP):
+            for t in range(T0, (until or {}).get(labels, T_END) + 1, STEP):
                 lines.append(f"{name}{labels} {value(t)} {t}")
 
     i = lambda t: (t - T0) // STEP  # noqa: E731
@@ -48,6 +50,10 @@ def _openmetrics() -> str:
     gauge("test_dup", {'{x="1"}': lambda t: 1, '{x="2"}': lambda t: 2})
     gauge("test_negative", {"": lambda t: -5})
     gauge("test_half", {'{tm_id="tm-a"}': lambda t: 7})
+    # tm-b stopped reporting 200 s before the end (no staleness marker: Prometheus carries it forward)
+    stops = {'{tm_id="tm-b"}': STOPPED_AT}
+    gauge("test_cpu_stops", {'{tm_id="tm-a"}': lambda t: 0.5, '{tm_id="tm-b"}': lambda t: 0.25}, stops)
+    gauge("test_tput_stops", {'{tm_id="tm-a"}': lambda t: 100, '{tm_id="tm-b"}': lambda t: 40}, stops)
     return "\n".join([*lines, "# EOF", ""])
 
 
@@ -67,6 +73,7 @@ def _config(url: str, **overrides: object) -> PrometheusConfig:
         "query_uptime": "test_uptime_ms / 1000",
         "query_restarts": "test_restarts",
         "query_freshness": "time() - max(timestamp(test_uptime_ms))",
+        "query_worker_freshness": "time() - max by (tm_id) (timestamp(test_cpu))",
     }
     return PrometheusConfig(**{"url": url, "step_s": STEP, "timeout_s": 2.0, **queries, **overrides})
 
@@ -106,6 +113,37 @@ def test_metrics_that_stopped_arriving_are_stale(prometheus):
     # Prometheus carries the last value forward for 5 minutes, so the series alone look fresh
     observation = PrometheusMetricsSource(_config(prometheus.url)).observe(T_END + 90, 60)
     assert any(p.startswith("metrics stale: newest sample 90 s old") for p in observation.problems)
+
+
+def test_a_worker_that_stopped_reporting_shows_gaps_not_carried_copies(prometheus):
+    stopped = {"query_worker_cpu": "test_cpu_stops", "query_worker_throughput": "test_tput_stops"}
+    ages = "time() - max by (tm_id) (timestamp(test_cpu_stops))"
+    carried = PrometheusMetricsSource(_config(prometheus.url, **stopped, query_worker_freshness=""))
+    observation = carried.observe(T_END, 60)
+    assert np.isfinite(observation.workers[1].throughput_rps).all()  # Prometheus's copies look fresh
+    assert plausibility.stale(observation) == []
+    source = PrometheusMetricsSource(_config(prometheus.url, **stopped, query_worker_freshness=ages))
+    observation = source.observe(T_END, 60)
+    a, b = observation.workers
+    assert np.isfinite(a.throughput_rps).all() and np.isfinite(a.cpu).all()
+    copies = b.timestamps_s > STOPPED_AT + 30  # stale_after_s past its newest sample
+    assert np.isnan(b.throughput_rps[copies]).all() and np.isnan(b.cpu[copies]).all()
+    assert np.isfinite(b.throughput_rps[~copies]).all()
+    assert [str(p) for p in plausibility.stale(observation)] == [
+        "implausible[stale-samples]: worker tm-b has no sample in the window"
+    ]
+    at_first = source.observe(STOPPED_AT + 65, 60)  # the copies of its last 35 s dropped
+    assert [str(p) for p in plausibility.stale(at_first)] == [
+        "implausible[stale-samples]: newest sample of worker tm-b is 35 s old"
+    ]
+
+
+def test_a_broken_worker_freshness_query_is_named(prometheus):
+    source = PrometheusMetricsSource(_config(prometheus.url, query_worker_freshness="test_cpu + "))
+    observation = source.observe(T_END, 60)
+    assert [p.split(":")[0] for p in observation.problems] == ["worker_freshness"]
+    unlabelled = PrometheusMetricsSource(_config(prometheus.url, query_worker_freshness="test_backlog"))
+    assert unlabelled.observe(T_END, 60).problems[0].startswith("worker_freshness: unexpected answer")
 
 
 def test_missing_series_leave_their_fields_unknown_and_named(prometheus):

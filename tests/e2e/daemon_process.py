@@ -59,6 +59,17 @@ class DaemonProcess:
     def iterations(self) -> list[dict]:
         return [e for e in self.snapshot() if e.get("event") == "iteration"]
 
+    def implausible(self) -> list[str]:
+        """The plausibility problems its iterations named (mape/plausibility.py), but for
+        `throughput-unverified`: a daemon started while a backlog drains cannot tell that drain from a wrong
+        meter in its first windows and holds (on clean data too, as designed)."""
+        return [
+            f"iteration {e['iteration']}: {p}"
+            for e in self.iterations()
+            for p in (e.get("inputs") or {}).get("problems") or []
+            if p.startswith("implausible[") and not p.startswith("implausible[throughput-unverified]")
+        ]
+
     def wait_event(self, predicate, timeout_s: float, what: str) -> dict:
         def found() -> dict | None:
             assert self.process.poll() is None, f"daemon exited ({self.process.returncode}): {self.stderr()}"

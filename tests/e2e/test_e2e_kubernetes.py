@@ -68,6 +68,7 @@ def test_daemon_scales_the_deployment_and_flink_follows_through_a_controller(sta
         patches = [p.data["spec"]["replicas"] for p in kube.requests("PATCH", f"/deployments/{NAME}/scale")]
         decisions = [e["decision"]["target_scaleout"] for e in daemon.iterations() if e["executed"]]
         assert patches == decisions and patches[0] == scaled and patches[-1] == 1  # one patch per decision
+        assert daemon.implausible() == [], daemon.audit_path  # real Flink's metrics, clean all through
         lease = client.CoordinationV1Api(kube.api()).read_namespaced_lease("foresail-leader", NS)
         assert lease.spec.holder_identity == ""  # handed back on SIGTERM
     record_figures(

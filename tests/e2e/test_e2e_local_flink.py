@@ -29,7 +29,7 @@ def test_rising_load_scales_out_falling_load_scales_in_and_a_killed_daemon_resum
     config = daemon_config(flink, prometheus.url, tmp_path, {"kind": "prometheus+local-flink"})
     stack.settle()
     low = stack.light_load_rps()
-    daemon = DaemonProcess(config, tmp_path, "first")
+    daemon = first = DaemonProcess(config, tmp_path, "first")
     try:
         # warm-up: the daemon learns the single worker's line at a light load and holds
         learned = daemon.wait_event(
@@ -88,6 +88,8 @@ def test_rising_load_scales_out_falling_load_scales_in_and_a_killed_daemon_resum
     applied = [d.target_scaleout for d in decisions if d.action != "hold"]
     assert applied[0] == target and applied[-1] == 1
     assert 1 in knowledge.capacity.observed  # the saturated single worker's capacity was kept
+    # real Flink's metrics through a rise, a kill, a rescale's replay, a drain and a fall are all plausible
+    assert first.implausible() == [] and second.implausible() == [], (first.audit_path, second.audit_path)
 
     # the truth to compare the daemon's estimate with: one worker overloaded, now that the JIT and the
     # machine have settled (the calibration at start-up reads low). The overload is three times the larger of

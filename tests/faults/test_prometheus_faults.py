@@ -31,10 +31,10 @@ WORKERS = ("tm-a", "tm-b", "tm-c")
 def _openmetrics() -> str:
     lines: list[str] = []
 
-    def series(name: str, kind: str, samples: dict[str, object], until: int = T_END) -> None:
+    def series(name: str, kind: str, samples: dict[str, object], until: int = T_END, ends=None) -> None:
         lines.append(f"# TYPE {name} {kind}")
         for labels, value in samples.items():
-            for t in range(T0, until + 1, STEP):
+            for t in range(T0, (ends or {}).get(labels, until) + 1, STEP):
                 lines.append(f"{name}{labels} {value(t) if callable(value) else value} {t}")
 
     each = lambda value: {f'{{tm_id="{w}"}}': value for w in WORKERS}  # noqa: E731
@@ -47,6 +47,10 @@ def _openmetrics() -> str:
     # stops 400 s before the end: Prometheus repeats a series' last sample for 5 minutes (lookback), so
     # the newest samples the loop sees are 40 s old at its first iteration and gone at its second
     series("f_input_stale", "gauge", {"": 1_000}, until=T_END - 400)
+    # tm-c stopped reporting 200 s before the end, tm-a and tm-b go on: its copies look fresh for 5 minutes
+    ends = {'{tm_id="tm-c"}': T_END - 200}
+    series("f_cpu_c_stops", "gauge", each(0.5), ends=ends)
+    series("f_tput_c_stops", "gauge", each(300), ends=ends)
     series("f_backlog", "gauge", {"": 0})
     series("f_parallelism", "gauge", {"": 3})
     series("f_parallelism_5", "gauge", {"": 5})
@@ -74,13 +78,13 @@ GOOD = {
     "query_uptime": "f_uptime_ms / 1000",
     "query_restarts": "f_restarts",
     "query_freshness": "time() - max(timestamp(f_uptime_ms))",
+    "query_worker_freshness": "time() - max by (tm_id) (timestamp(f_cpu))",
 }
 
 
-def _config(url: str, **queries: str) -> PrometheusConfig:
-    return PrometheusConfig(
-        url=url, step_s=STEP, timeout_s=1.0, retries=0, stale_after_s=1e9, **{**GOOD, **queries}
-    )
+def _config(url: str, **queries: object) -> PrometheusConfig:
+    options = {"stale_after_s": 1e9, **GOOD, **queries}
+    return PrometheusConfig(url=url, step_s=STEP, timeout_s=1.0, retries=0, **options)
 
 
 class _Target:
@@ -128,6 +132,19 @@ WRONG = {
         ("implausible[parallelism-mismatch]",),
     ),
     "stale-input": ({"query_input_rate": "f_input_stale"}, ("implausible[stale-samples]", "no input-rate")),
+    "one-worker-stale": (
+        {
+            "query_worker_cpu": "f_cpu_c_stops",
+            "query_worker_throughput": "f_tput_c_stops",
+            "query_worker_freshness": "time() - max by (tm_id) (timestamp(f_cpu_c_stops))",
+            "stale_after_s": 30.0,
+        },
+        ("implausible[stale-samples]: worker tm-c",),
+    ),
+    "throughput-fifteenfold": (  # two windows: too short a span to verify, held as unverified
+        {"query_worker_throughput": "f_tput_high"},
+        ("implausible[throughput-unverified]",),
+    ),
 }
 
 
