@@ -16,6 +16,7 @@ COPY simulator simulator
 COPY backends backends
 COPY memory memory
 COPY messages messages
+COPY planning planning
 RUN pip install --constraint deploy/constraints.txt . && foresail check-config --no-connect config/example.yaml
 
 USER 10001
