@@ -65,6 +65,15 @@ class DagSettings:
     saturated_contradicted: float = 1.1
     """A later window carrying this multiple of a saturated rate proves that rate wrong: it is dropped."""
     warmup_s: float = 120.0
+    gauge_window_s: float = 60.0
+    """Flink averages busy, idle and backpressured time over 60 s: within this long after a (re)start a
+    task's readings mix in time it did not run (busy ≈ 1,000 ms/s at a trickle, a cold JVM), so no window
+    that young is learned from, whatever the job-level warm-up."""
+
+    @property
+    def learning_warmup_s(self) -> float:
+        return max(self.warmup_s, self.gauge_window_s)
+
     selectivity_decay: float = 0.9
     """Weight the decayed in/out sums keep per window (older windows fade)."""
     key_load_smoothing: float = 0.3

@@ -125,7 +125,7 @@ class SkewWatch(ObservingExtension):
             graph,
             observation.uptime_s,
             observation.time_s,
-            knowledge.dag.settings.warmup_s,
+            knowledge.dag.settings.learning_warmup_s,
         )
         for vertex in graph.vertices:
             mine = [w for w in windows if w.vertex_id == vertex.vertex_id]

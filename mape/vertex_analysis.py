@@ -49,7 +49,11 @@ def analyse_vertices(
     if graph is None or not observation.subtasks:
         return job_level_only(job_capacities_rps, job_sources, "no per-vertex metrics: job-level model")
     windows = subtask_windows(
-        observation.subtasks, graph, observation.uptime_s, observation.time_s, model.settings.warmup_s
+        observation.subtasks,
+        graph,
+        observation.uptime_s,
+        observation.time_s,
+        model.settings.learning_warmup_s,
     )
     managed_mb = observation.managed_memory_mb
     stateful = any(o.stateful for o in observation.operators)  # memory changes no stateless vertex's rate

@@ -9,9 +9,12 @@ import numpy as np
 import pytest
 import structlog
 
+from capacity.dag import DagModel, DagSettings
 from config.schema import Config
 from daemon.build import knowledge_settings, make_loop
 from mape.knowledge import KnowledgeStore
+from mape.vertex_analysis import analyse_vertices
+from messages.types import JobEdge, JobGraph, JobVertex, Observation, SubtaskSeries
 from simulator.metrics import TwinMetricsSource, TwinScalingTarget
 from simulator.params import TwinParams
 from simulator.topology import load_topology
@@ -107,3 +110,26 @@ def test_missing_task_metrics_fall_back_to_the_job_level_model_without_holding()
     assert last.assessment.capacity_model == "job" and not last.assessment.problems
     assert events[-1]["dag"]["reason"] == "no per-vertex metrics: job-level model"
     assert last.decision.rule != "hold-bad-data"
+
+
+def test_no_window_of_the_first_gauge_minute_after_a_restart_is_learned():
+    # Flink's busy time is a 60 s average: a task restarted 45 s ago reads busy all the time at a trickle,
+    # which is no saturated reading, even where the job-level warm-up is shorter (8 s on the e2e stack)
+    graph = JobGraph(
+        (JobVertex("v0", "source", 1, 1), JobVertex("v1", "op", 1, 128)), (JobEdge("v0", "v1", "REBALANCE"),)
+    )
+    stamps = np.arange(25.0, 45.0, 1.0)
+    n = len(stamps)
+    trickle = tuple(
+        SubtaskSeries(vertex, 0, "tm-0", stamps, *(np.full(n, v) for v in (200.0, 200.0, busy, held, 0.0)))
+        for vertex, busy, held in (("v0", 100.0, 900.0), ("v1", 1000.0, 0.0))
+    )
+    observation = Observation(
+        45.0, 20.0, stamps, np.full(n, 200.0), (), 0.0, 1, 45.0, job_graph=graph, subtasks=trickle
+    )
+    young = DagModel(DagSettings(warmup_s=8.0))
+    analyse_vertices(observation, young, {1: 5000.0}, {1: "observed"}, 1, 2, 0.3)
+    assert young.rates == {} and young.saturated == {}
+    settled = dataclasses.replace(observation, uptime_s=120.0)  # the same readings a minute later count
+    analyse_vertices(settled, young, {1: 5000.0}, {1: "observed"}, 1, 2, 0.3)
+    assert young.subtask_rate_rps("v1", 1, 0) == pytest.approx(200.0)
