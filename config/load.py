@@ -126,3 +126,14 @@ def render_example() -> str:
             )
         lines.append("")
     return "\n".join(lines)
+
+
+def with_overrides(config: Config, section: str, **values: object) -> Config:
+    """The config with the given (non-None) values of one section replaced, validated again (command-line
+    flags that override the file)."""
+    values = {k: v for k, v in values.items() if v is not None}
+    if not values:
+        return config
+    data = config.model_dump()
+    data[section] = {**data[section], **values}
+    return parse_config(data, "command line")

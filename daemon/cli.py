@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from config.load import ConfigError, load_config, parse_config, render_example
+from config.load import ConfigError, load_config, render_example, with_overrides
 from config.schema import Config
 
 EXIT_OK, EXIT_FAILURE, EXIT_CONFIG = 0, 1, 2
@@ -144,14 +144,14 @@ def _add_objective_arguments(command: argparse.ArgumentParser) -> None:
 
 
 def _with_models(config: Config, args: argparse.Namespace) -> Config:
-    config = _with_overrides(config, "twin", topology=getattr(args, "topology", None))
-    config = _with_overrides(
+    config = with_overrides(config, "twin", topology=getattr(args, "topology", None))
+    config = with_overrides(
         config,
         "scaling",
         objective=getattr(args, "objective", None),
         latency_target_ms=getattr(args, "latency_target_ms", None),
     )
-    return _with_overrides(config, "capacity", model=getattr(args, "capacity_model", None))
+    return with_overrides(config, "capacity", model=getattr(args, "capacity_model", None))
 
 
 def _version() -> str:
@@ -186,24 +186,15 @@ def _argument_problem(args: argparse.Namespace) -> str | None:
     return None  # retrain's input errors: one line each from the job itself, and a bad row never aborts it
 
 
-def _with_overrides(config: Config, section: str, **values: object) -> Config:
-    values = {k: v for k, v in values.items() if v is not None}
-    if not values:
-        return config
-    data = config.model_dump()
-    data[section] = {**data[section], **values}
-    return parse_config(data, "command line")
-
-
 def _run(args: argparse.Namespace) -> int:
     from daemon.runtime import run_daemon
 
     config = load_config(getattr(args, "config", None))
-    config = _with_overrides(config, "twin", speedup=getattr(args, "speedup", None))
-    config = _with_overrides(config, "knowledge", path=getattr(args, "knowledge", None))
+    config = with_overrides(config, "twin", speedup=getattr(args, "speedup", None))
+    config = with_overrides(config, "knowledge", path=getattr(args, "knowledge", None))
     config = _with_models(config, args)
     if getattr(args, "dry_run", False):
-        config = _with_overrides(config, "target", recommend_only=True)
+        config = with_overrides(config, "target", recommend_only=True)
     return run_daemon(
         config,
         max_iterations=getattr(args, "iterations", None),
@@ -218,11 +209,11 @@ def _simulate(args: argparse.Namespace) -> int:
 
     configure_logging("warning", "console", sys.stderr)  # stdout carries only the summary
     config = load_config(args.config)
-    config = _with_overrides(
+    config = with_overrides(
         config, "twin", workload=args.workload, seed=args.seed, job_profile=args.job_profile
     )
-    config = _with_overrides(config, "scaling", policy=args.policy)
-    config = _with_overrides(config, "knowledge", path=":memory:")
+    config = with_overrides(config, "scaling", policy=args.policy)
+    config = with_overrides(config, "knowledge", path=":memory:")
     config = _with_models(config, args)
     summary = simulate(config, audit_path=args.audit_log)
     if args.json:
@@ -243,7 +234,7 @@ def _compare(args: argparse.Namespace) -> int:
     if args.seeds < 1:
         raise ConfigError("command line", [f"--seeds: need at least 1, got {args.seeds}"])
     config = load_config(args.config)
-    config = _with_overrides(config, "twin", workload=args.workload)
+    config = with_overrides(config, "twin", workload=args.workload)
     config = _with_models(config, args)
     load_workload(config.twin.workload)  # a missing trace is a config error, before any run
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]

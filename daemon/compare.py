@@ -23,8 +23,8 @@ from config.schema import Config
 from daemon.logs import configure_logging
 from daemon.simulate import simulate
 from forecasting.blas import limit_blas_threads
+from simulator.baselines import ORACLE
 
-ORACLE = "oracle"
 HEADLINE = (
     ("avg_workers", "avg workers"),
     ("worker_seconds_vs_static", "worker-s / static"),
@@ -216,7 +216,7 @@ def write_outputs(comparison: Comparison, out_dir: Path, static_scaleout: int = 
     }
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
     (out_dir / "table.md").write_text(markdown_tables(stats, len(comparison.seeds)))
-    summary["plots"] = [str(p) for p in write_plots(comparison, stats, out_dir)]
+    summary["plots"] = [str(p) for p in write_plots(comparison.runs, stats, out_dir)]
     return summary
 
 

@@ -98,9 +98,8 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from config.load import load_config
+    from config.load import load_config, with_overrides
     from daemon.build import knowledge_settings
-    from daemon.cli import _with_overrides
     from daemon.plan_output import seed_knowledge, write_deployment, write_plan, write_plot
     from planning.explorer import ExplorerSettings
     from planning.plan import PlanError, make_plan
@@ -109,7 +108,7 @@ def _plan(args: argparse.Namespace) -> int:
     if problem is not None:
         return _fail(problem)
     config = load_config(args.config)
-    config = _with_overrides(config, "twin", topology=args.topology)
+    config = with_overrides(config, "twin", topology=args.topology)
     memories = tuple(args.memory_profiles or (config.memory.base_mb,))
     try:
         explorer = ExplorerSettings(

@@ -14,14 +14,17 @@ matplotlib.use("Agg")  # files only, never a display
 import matplotlib.pyplot as plt
 import numpy as np
 
-from daemon.compare import ORACLE, Comparison
+from simulator.baselines import ORACLE
 
 HOUR_S = 3600.0
 
 
-def write_plots(comparison: Comparison, stats: dict, out_dir: Path) -> list[Path]:
-    """The four PNGs; policies without kept series are left out of the time-series plots."""
-    with_series = {p: runs for p, runs in comparison.runs.items() if runs and "series" in runs[0]}
+def write_plots(runs: dict[str, list[dict]], stats: dict, out_dir: Path) -> list[Path]:
+    """The four PNGs from each policy's runs; policies without kept series are left out of the time-series
+    plots."""
+    with_series = {
+        p: policy_runs for p, policy_runs in runs.items() if policy_runs and "series" in policy_runs[0]
+    }
     paths = []
     if with_series:
         paths += [

@@ -14,11 +14,12 @@ from mape.plan import Policy
 from simulator.baselines.ds2 import Ds2Policy
 from simulator.baselines.flink_operator import FlinkOperatorPolicy, OperatorSettings
 from simulator.baselines.hpa import HpaPolicy
-from simulator.baselines.oracle import oracle_workers
+from simulator.baselines.oracle import ORACLE, oracle_workers
 from simulator.baselines.static import StaticPolicy
 
 __all__ = [
     "BASELINE_POLICIES",
+    "ORACLE",
     "Ds2Policy",
     "FlinkOperatorPolicy",
     "HpaPolicy",

@@ -10,6 +10,9 @@ import numpy as np
 
 from simulator.twin import Twin
 
+ORACLE = "oracle"
+"""The oracle floor's name in comparisons (it is no policy)."""
+
 
 def oracle_workers(twin: Twin) -> np.ndarray:
     """Per simulated second, the fewest workers of a fresh deployment whose capacity ≥ that second's arrivals.
