@@ -5,6 +5,7 @@ The loop never knows whether it talks to Prometheus/Kubernetes or to the digital
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol
 
 from messages.types import Observation
@@ -27,6 +28,17 @@ class MemoryScalingTarget(ScalingTarget, Protocol):
     per slot (0 = none). Costs a restart like a rescale, even when the scale-out stays."""
 
     def reconfigure(self, scaleout: int, managed_mb: float, now_s: float) -> None: ...
+
+
+class VertexScalingTarget(ScalingTarget, Protocol):
+    """Execute side of per-vertex parallelism (Flink's adaptive scheduler): run `taskmanagers` TaskManagers
+    and every vertex at its parallelism in `vertex_parallelism` (vertex id → parallelism), in one rescale.
+    Adds TaskManagers before and removes them only after the slots are free; the measured downtime comes
+    back as a `CompletedRescale` in a later Observation."""
+
+    def scale_vertices(
+        self, vertex_parallelism: Mapping[str, int], taskmanagers: int, now_s: float
+    ) -> None: ...
 
 
 class Clock(Protocol):

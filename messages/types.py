@@ -165,6 +165,21 @@ class SubtaskSeries:
 
 
 @dataclass(frozen=True)
+class CompletedRescale:
+    """A rescale from its request to the job running at the new configuration (the measured downtime)."""
+
+    requested_s: float
+    finished_s: float
+    granularity: Literal["job", "vertex"]
+    vertex_parallelism: dict[str, int] = field(default_factory=dict)
+    """Vertex id → parallelism reached (per-vertex rescales; empty for a job-level one)."""
+
+    @property
+    def downtime_s(self) -> float:
+        return self.finished_s - self.requested_s
+
+
+@dataclass(frozen=True)
 class Observation:
     """Immutable snapshot of one loop window, from a `MetricsSource`.
 
@@ -194,6 +209,9 @@ class Observation:
     latency_ms: np.ndarray | None = None
     """Mean end-to-end latency the job shows at each input-rate timestamp (Flink's latency markers or the
     source's event-time lag), NaN where unknown; None when the backend reports no latency."""
+    completed_rescales: tuple[CompletedRescale, ...] = ()
+    """Rescales the execute side saw finish since the previous observation, with their measured downtime
+    (the per-vertex path measures it exactly: request → every vertex running at its target)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "input_timestamps_s", frozen_array(self.input_timestamps_s))
@@ -319,6 +337,9 @@ class Decision:
     current_managed_mb: float | None = None
     target_managed_mb: float | None = None
     target_memory_level: int | None = None
+    target_vertex_parallelism: dict[str, int] | None = None
+    """Per-vertex granularity: vertex id → parallelism wanted (every vertex of the graph); None at job
+    granularity. `target_scaleout` then holds the TaskManagers that carry it."""
 
     @property
     def changes_memory(self) -> bool:
