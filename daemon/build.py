@@ -34,6 +34,7 @@ from memory.policy import MemoryAwarePolicy, MemorySettings
 from simulator.baselines import BASELINE_POLICIES, make_baseline
 from simulator.metrics import TwinMetricsSource, TwinScalingTarget
 from simulator.params import TwinParams
+from simulator.shapes import shape_rates
 from simulator.topology import TopologyError, load_topology
 from simulator.twin import Twin
 from simulator.workload import builtin_sine, load_trace
@@ -208,9 +209,14 @@ class TwinWorld:
 
 
 def load_workload(spec: str) -> np.ndarray:
-    """Per-second rates from 'builtin:sine' or a 'second|count' trace file."""
+    """Per-second rates from 'builtin:sine', 'shape:NAME' (the load-shape family) or a 'second|count' file."""
     if spec == "builtin:sine":
         return builtin_sine()
+    if spec.startswith("shape:"):
+        try:
+            return shape_rates(spec.removeprefix("shape:"))
+        except KeyError as error:
+            raise ConfigError("twin.workload", [f"twin.workload: {error.args[0]}"]) from None
     if not Path(spec).is_file():
         raise ConfigError(
             "twin.workload", [f"twin.workload: no such trace file {spec!r} (or use 'builtin:sine')"]

@@ -57,7 +57,11 @@ def _parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=_run)
 
     simulate = commands.add_parser("simulate", help="run a whole trace on the twin and print a summary")
-    simulate.add_argument("--workload", required=True, help="'second|count' trace file or 'builtin:sine'")
+    simulate.add_argument(
+        "--workload",
+        required=True,
+        help="'second|count' trace file, 'builtin:sine' or 'shape:NAME' (simulator/shapes.py)",
+    )
     simulate.add_argument("--policy", default=None, help="plan policy (default: scaling.policy)")
     simulate.add_argument("--seed", type=int, default=None, help="twin seed (default: twin.seed)")
     simulate.add_argument(
@@ -76,7 +80,12 @@ def _parser() -> argparse.ArgumentParser:
     compare = commands.add_parser(
         "compare", help="several policies × seeds on one trace: summary.json, table.md and plots"
     )
-    compare.add_argument("--workload", required=True, help="'second|count' trace file or 'builtin:sine'")
+    loads = compare.add_mutually_exclusive_group(required=True)
+    loads.add_argument("--workload", help="'second|count' trace file, 'builtin:sine' or 'shape:NAME'")
+    loads.add_argument(
+        "--suite",
+        help="a whole family of loads, one table: shared, development, held-out, family (both) or all",
+    )
     compare.add_argument(
         "--policies",
         default="foresail,hpa-80,hpa-85,static",
@@ -233,14 +242,28 @@ def _compare(args: argparse.Namespace) -> int:
     configure_logging("warning", "console", sys.stderr)  # stdout carries only the table
     if args.seeds < 1:
         raise ConfigError("command line", [f"--seeds: need at least 1, got {args.seeds}"])
-    config = load_config(args.config)
-    config = with_overrides(config, "twin", workload=args.workload)
-    config = _with_models(config, args)
-    load_workload(config.twin.workload)  # a missing trace is a config error, before any run
+    config = _with_models(load_config(args.config), args)
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    if args.suite:
+        return _compare_suite(config, args, policies)
+    config = with_overrides(config, "twin", workload=args.workload)
+    load_workload(config.twin.workload)  # a missing trace is a config error, before any run
     comparison = run_comparison(config, policies, args.seeds, args.jobs)
     write_outputs(comparison, args.out, config.baselines.static_scaleout)
     print((args.out / "table.md").read_text(), end="")
+    return EXIT_OK
+
+
+def _compare_suite(config: Config, args: argparse.Namespace, policies: list[str]) -> int:
+    from daemon.suite import run_suite, suite_rows, suite_workloads, write_suite
+
+    try:
+        workloads = suite_workloads(args.suite)
+    except KeyError as error:
+        raise ConfigError("command line", [f"--suite: {error.args[0]}"]) from None
+    results = run_suite(config, workloads, policies, args.seeds, args.jobs)
+    rows = suite_rows(results, config.baselines.static_scaleout)
+    print(write_suite(rows, args.seeds, args.out), end="")
     return EXIT_OK
 
 

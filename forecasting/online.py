@@ -20,7 +20,7 @@ import contextlib
 import pickle
 import traceback
 from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Protocol
 
@@ -31,6 +31,7 @@ from forecasting.accuracy import wape
 from forecasting.arima import FitFunction, FittedModel, advance, fit_auto_arima, fit_model, predict
 from forecasting.fallback import linear_trend_forecast, naive_forecast
 from forecasting.grid import BucketGrid
+from forecasting.interval import PeakErrors
 from forecasting.types import Forecast, ForecastSettings
 
 log = structlog.get_logger(__name__)
@@ -105,6 +106,7 @@ class WorkloadForecaster:
         self._model_version: str | None = None  # the registry version last swapped in
         self._rejected_version: str | None = None  # a version that failed to load: not retried
         self._next_poll_s = -np.inf
+        self._peak_errors = PeakErrors(settings.horizon_steps)
 
     # -- input ---------------------------------------------------------------------------------------
 
@@ -122,9 +124,10 @@ class WorkloadForecaster:
     # -- one iteration -------------------------------------------------------------------------------
 
     def forecast(self, now_s: float) -> Forecast:
-        """This iteration's forecast for seconds now_s+1 .. now_s+horizon. Never raises."""
+        """This iteration's forecast for seconds now_s+1 .. now_s+horizon, with its empirical upper bound
+        (`forecasting/interval.py`). Never raises."""
         try:
-            forecast = self._iterate(now_s)
+            forecast = self._with_upper(self._iterate(now_s))
         except Exception as exc:  # a bug here must not stop the loop: hold the last level
             values, _ = self._grid.since(self._grid.first)
             forecast = Forecast(
@@ -162,6 +165,17 @@ class WorkloadForecaster:
                 now_s, model_forecast.rates_rps, model_forecast.model, reason, last_wape, self._poor_streak
             )
         return self._fallback(now_s, model_problem, last_wape)
+
+    def _with_upper(self, forecast: Forecast) -> Forecast:
+        """Learn the peak errors of earlier forecasts from the load that arrived, keep this one to judge,
+        and serve it with its bias taken out and its upper bound (`forecasting/interval.py`)."""
+        grid = self._grid
+        values, observed = grid.since(grid.first)
+        errors = self._peak_errors
+        errors.learn(grid.centres_s(grid.first, grid.end), np.where(observed, values, np.nan))
+        errors.record(forecast.start_s, forecast.rates_rps)
+        raw = forecast.rates_rps
+        return replace(forecast, rates_rps=errors.central(raw), upper_rps=errors.upper(raw))
 
     def _judge_previous(self) -> float | None:
         """WAPE of the previous ARIMA forecast on the observed buckets it covered; updates the streak."""
@@ -416,6 +430,7 @@ class WorkloadForecaster:
             if self._last_model_forecast is None
             else self._last_model_forecast.to_dict(),
             "last_forecast": None if self._last_forecast is None else self._last_forecast.to_dict(),
+            "peak_errors": self._peak_errors.state_dict(),
         }
 
     @classmethod
@@ -443,6 +458,7 @@ class WorkloadForecaster:
         forecaster._setback = str(state["setback"])
         forecaster._model_version = state.get("model_version")
         forecaster._rejected_version = state.get("rejected_version")
+        forecaster._peak_errors.load_state(state.get("peak_errors", {}))
         for name in ("last_model_forecast", "last_forecast"):
             if state[name] is not None:
                 setattr(forecaster, f"_{name}", Forecast.from_dict(state[name]))

@@ -84,11 +84,16 @@ class Forecast:
     reason: str
     last_wape: float | None
     poor_streak: int
+    upper_rps: np.ndarray | None = None
+    """Per second, how high the load may go: the forecast raised by its recent peak errors (None before
+    the forecaster has judged any)."""
 
     def __post_init__(self) -> None:
-        rates = np.array(self.rates_rps, dtype=float)
-        rates.setflags(write=False)
-        object.__setattr__(self, "rates_rps", rates)
+        for name in ("rates_rps", "upper_rps"):
+            if getattr(self, name) is not None:
+                rates = np.array(getattr(self, name), dtype=float)
+                rates.setflags(write=False)
+                object.__setattr__(self, name, rates)
 
     @property
     def times_s(self) -> np.ndarray:
@@ -104,6 +109,7 @@ class Forecast:
             "reason": self.reason,
             "last_wape": self.last_wape,
             "poor_streak": self.poor_streak,
+            "upper_rps": None if self.upper_rps is None else self.upper_rps.tolist(),
         }
 
     @classmethod
@@ -115,4 +121,5 @@ class Forecast:
             reason=str(data["reason"]),
             last_wape=None if data["last_wape"] is None else float(data["last_wape"]),
             poor_streak=int(data["poor_streak"]),
+            upper_rps=None if data.get("upper_rps") is None else np.asarray(data["upper_rps"], dtype=float),
         )

@@ -64,6 +64,14 @@ class GuardedPlan:
             return decision(current, "hold-bad-data", *assessment.problems)
         since = None if knowledge.last_rescale_s is None else now_s - knowledge.last_rescale_s
         if since is not None and since < self.stabilization_s:
+            urgent = getattr(self.policy, "urgent", None)
+            surge = urgent(assessment, knowledge) if urgent is not None else None
+            if surge is not None:  # a surge does not wait: stabilization guards against flapping, not load
+                target, rule, reasons = surge
+                bounded = min(max(target, self.min_scaleout), self.max_scaleout)
+                return decision(
+                    bounded, rule, *reasons, f"inside stabilization ({since:.0f} s after a rescale)"
+                )
             return decision(
                 current, "stabilization", f"last rescale {since:.0f} s ago < {self.stabilization_s:.0f} s"
             )

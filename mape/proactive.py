@@ -13,9 +13,17 @@ rule that decided it:
   idle. An idle job teaches no capacity (0 > 0 fails every candidate), so without this rule it would fall
   through to ``max-scaleout``, and flap between two small scale-outs.
 - ``max-scaleout``: nothing smaller is valid.
+- ``surge``: the load of the last seconds left the forecast's upper bound and exceeds the current capacity:
+  react now (also inside the stabilization window, `urgent`), to the smallest scale-out that carries that
+  load, the next loop's upper bound and the backlog (with what piles up during the restart) drained within
+  `surge_drain_s`.
+- ``rescale-not-worth-it``: a smaller scale-out would carry the load, but the worker-seconds it saves over
+  the time it stays valid do not pay for the rescale (its predicted downtime and replay at the new
+  scale-out, plus the scale-out back when the upper bound says the load returns within the horizon).
 
 A candidate is valid when its capacity exceeds the average load, its predicted recovery meets the target,
-and it carries the forecast until it would have recovered. Scaling in is skipped while the job still
+and it carries the forecast's upper bound (`forecasting/interval.py`) until it would have recovered: the plan
+uses what the load may do in the near term, and the mean forecast for the long-lived horizon. Scaling in is skipped while the job still
 catches up (backlog larger than what the candidate processes in one loop: records against records).
 """
 
@@ -43,12 +51,16 @@ class ProactivePolicy:
         recovery_target_s: float,
         loop_interval_s: float,
         necessary_window_s: float = 600.0,
+        surge_drain_s: float = 120.0,
+        checkpoint_interval_s: float = 10.0,
     ) -> None:
         self.min_scaleout = min_scaleout
         self.max_scaleout = max_scaleout
         self.recovery_target_s = recovery_target_s
         self.loop_interval_s = loop_interval_s
         self.necessary_window_s = necessary_window_s
+        self.surge_drain_s = surge_drain_s
+        self.checkpoint_interval_s = checkpoint_interval_s
 
     def propose(self, assessment: Assessment, knowledge: Knowledge) -> tuple[int, str, tuple[str, ...]]:
         a = assessment
@@ -57,18 +69,26 @@ class ProactivePolicy:
             if a.forecast_rps is not None and len(a.forecast_rps)
             else np.array([a.workload_avg_rps])
         )
+        upper = _upper(a, forecast)
         current = a.current_scaleout
         average = a.workload_avg_rps
         next_loop_max = _peak(forecast, self.loop_interval_s)
+        next_loop_upper = _peak(upper, self.loop_interval_s)
         horizon_max = float(forecast.max())
-        load = f"average {average:.0f} rps, forecast max {next_loop_max:.0f} next loop / {horizon_max:.0f} horizon"
+        load = (
+            f"average {average:.0f} rps, forecast max {next_loop_max:.0f} (upper {next_loop_upper:.0f}) "
+            f"next loop / {horizon_max:.0f} horizon"
+        )
 
         if _idle(average, next_loop_max, a.backlog_records, self.loop_interval_s):
             return self._idle(a, knowledge, load)
+        surge = self.urgent(a, knowledge)
+        if surge is not None:
+            return surge
 
         since = math.inf if knowledge.last_rescale_s is None else a.time_s - knowledge.last_rescale_s
         capacity_now = a.capacity(current)
-        if since < self.necessary_window_s and capacity_now > average and capacity_now > next_loop_max:
+        if since < self.necessary_window_s and capacity_now > average and capacity_now > next_loop_upper:
             return (
                 current,
                 "only-if-necessary",
@@ -79,6 +99,7 @@ class ProactivePolicy:
             )
 
         skipped: list[str] = []
+        not_worth: list[str] = []
         for scaleout in range(self.min_scaleout, self.max_scaleout + 1):
             capacity = a.capacity(scaleout)
             if not capacity > average:
@@ -89,18 +110,24 @@ class ProactivePolicy:
                     f"{scaleout}: recovery {recovery_s:.0f} s > target {self.recovery_target_s:.0f} s"
                 )
                 continue
-            until_recovered = _peak(forecast, recovery_s)
+            until_recovered = _peak(upper, recovery_s)
             if capacity < until_recovered:
                 skipped.append(
-                    f"{scaleout}: capacity {capacity:.0f} < forecast {until_recovered:.0f} until recovered"
+                    f"{scaleout}: capacity {capacity:.0f} < forecast upper bound {until_recovered:.0f} until recovered"
                 )
                 continue
             chosen = f"capacity({scaleout}) = {capacity:.0f} rps, recovery {recovery_s:.0f} s"
             if scaleout == current:
-                return scaleout, "current-valid", (chosen, load, *skipped[-3:])
+                rule = "rescale-not-worth-it" if not_worth else "current-valid"
+                return scaleout, rule, (chosen, load, *not_worth[-1:], *skipped[-3:])
             if scaleout < current and a.backlog_records > capacity * self.loop_interval_s:
                 skipped.append(f"{scaleout}: still catching up (backlog {a.backlog_records:.0f} records)")
                 continue
+            if scaleout < current:
+                worth, why = self._scale_in_pays(a, knowledge, scaleout, forecast, upper)
+                if not worth:
+                    not_worth.append(why)
+                    continue
             if capacity > horizon_max:
                 return scaleout, "long-lived", (chosen, load, *skipped[-3:])
         short = sum(1 for n in range(self.min_scaleout, self.max_scaleout + 1) if not a.capacity(n) > average)
@@ -114,6 +141,71 @@ class ProactivePolicy:
                 *skipped[-3:],
             ),
         )
+
+    def urgent(self, a: Assessment, knowledge: Knowledge) -> tuple[int, str, tuple[str, ...]] | None:
+        """The surge rule: the recent load left the forecast's upper bound and the current capacity does
+        not carry it. None when there is no surge (or no larger scale-out to go to)."""
+        current, recent = a.current_scaleout, a.workload_recent_rps
+        capacity_now = a.capacity(current)
+        if not (math.isfinite(recent) and recent > capacity_now):
+            return None
+        expected = a.expected_upper_rps
+        if math.isfinite(expected) and recent <= expected:
+            return None  # foreseen: the regular rules handle it
+        upper = _upper(a, a.forecast_rps if a.forecast_rps is not None else np.array([recent]))
+        level = max(recent, _peak(upper, self.loop_interval_s))
+        piled_up = a.backlog_records + recent * (
+            knowledge.downtime.estimate("out") + self.checkpoint_interval_s / 2
+        )
+        needed = level + piled_up / self.surge_drain_s
+        target = next(
+            (n for n in range(current + 1, self.max_scaleout + 1) if a.capacity(n) >= needed),
+            self.max_scaleout,
+        )
+        if target <= current:
+            return None
+        seen = "no earlier upper bound" if not math.isfinite(expected) else f"upper bound {expected:.0f}"
+        return (
+            target,
+            "surge",
+            (
+                f"load {recent:.0f} rps over the last seconds > {seen} and > capacity({current}) = {capacity_now:.0f}",
+                f"capacity({target}) = {a.capacity(target):.0f} ≥ {needed:.0f} rps: {level:.0f} plus "
+                f"{piled_up:.0f} records drained within {self.surge_drain_s:.0f} s",
+            ),
+        )
+
+    def _scale_in_pays(
+        self, a: Assessment, knowledge: Knowledge, scaleout: int, forecast: np.ndarray, upper: np.ndarray
+    ) -> tuple[bool, str]:
+        """Whether scaling in to `scaleout` saves more worker-seconds than it costs.
+
+        Saved: the workers released, for as long as the smaller scale-out carries the upper bound (at most
+        the horizon). Cost: the restart's downtime at the new scale-out plus the worker-seconds to replay
+        what arrives meanwhile (downtime and half a checkpoint interval), and, when the upper bound
+        outgrows the smaller scale-out within the horizon, the same for the scale-out back."""
+        current = a.current_scaleout
+        capacity = a.capacity(scaleout)
+        above = np.flatnonzero(upper > capacity)
+        valid_s = float(above[0]) if len(above) else float(len(upper))
+        saved_ws = (current - scaleout) * valid_s
+        rate = float(forecast[: max(1, math.ceil(valid_s))].mean())
+
+        def restart_ws(direction: str, workers: int) -> float:
+            downtime_s = knowledge.downtime.estimate(direction)
+            per_worker_rps = a.capacity(workers) / workers
+            replay_ws = rate * (downtime_s + self.checkpoint_interval_s / 2) / per_worker_rps
+            return downtime_s * workers + replay_ws
+
+        cost_ws = restart_ws("in", scaleout)
+        back = " and back out" if len(above) else ""
+        if len(above):
+            cost_ws += restart_ws("out", current)
+        why = (
+            f"{scaleout}: saves {saved_ws:.0f} worker-s over {valid_s:.0f} s, a rescale in{back} costs "
+            f"{cost_ws:.0f}"
+        )
+        return saved_ws > cost_ws, why
 
     def _idle(self, a: Assessment, knowledge: Knowledge, load: str) -> tuple[int, str, tuple[str, ...]]:
         """The smallest scale-out whose restart recovers within the target; with no load and no backlog a
@@ -135,6 +227,14 @@ class ProactivePolicy:
 def _idle(average_rps: float, next_loop_max_rps: float, backlog_records: float, interval_s: float) -> bool:
     """No load now or until the next loop, and no more waiting than an idle loop's worth of records."""
     return average_rps < IDLE_RPS and next_loop_max_rps < IDLE_RPS and backlog_records < IDLE_RPS * interval_s
+
+
+def _upper(a: Assessment, forecast: np.ndarray) -> np.ndarray:
+    """The forecast's upper bound where the analysis has one (never below the forecast itself)."""
+    upper = a.forecast_upper_rps
+    if upper is None or len(upper) != len(forecast):
+        return forecast
+    return np.maximum(upper, forecast)
 
 
 def _peak(forecast: np.ndarray, seconds: float) -> float:

@@ -73,6 +73,11 @@ class MemoryAwarePolicy:
         proposal = self.propose_configuration(assessment, knowledge)
         return proposal.scaleout, proposal.rule, proposal.reasons
 
+    def urgent(self, assessment: Assessment, knowledge: Knowledge) -> tuple[int, str, tuple[str, ...]] | None:
+        """The CPU policy's surge rule (memory stays as it is: a surge needs capacity now)."""
+        urgent = getattr(self.cpu, "urgent", None)
+        return urgent(assessment, knowledge) if urgent is not None else None
+
     def propose_configuration(self, assessment: Assessment, knowledge: Knowledge) -> Proposal:
         cpu = Proposal(*self.cpu.propose(assessment, knowledge))
         memory = assessment.memory

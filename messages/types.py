@@ -312,13 +312,25 @@ class Assessment:
     first, or, when a TaskManager's core binds first (`capacity_model` 'job'), the busiest vertex on it;
     None without per-vertex metrics."""
     vertices: tuple[VertexAssessment, ...] = ()
+    forecast_upper_rps: np.ndarray | None = None
+    """Per second, the forecast raised to its empirical upper bound (how high the load may go)."""
+    workload_recent_rps: float = math.nan
+    """Mean input rate of the window's last `RECENT_S` seconds: what the load is now, not a minute ago."""
+    expected_upper_rps: float = math.nan
+    """The highest load the previous forecast's upper bound allowed for those same seconds (NaN when no
+    previous forecast covers them): a recent load above it left the forecast interval — a surge."""
 
     def __post_init__(self) -> None:
-        if self.forecast_rps is not None:
-            object.__setattr__(self, "forecast_rps", frozen_array(self.forecast_rps))
+        for name in ("forecast_rps", "forecast_upper_rps"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, frozen_array(getattr(self, name)))
 
     def capacity(self, scaleout: int) -> float:
         return self.capacities_rps.get(scaleout, float("nan"))
+
+
+RECENT_S = 15
+"""Seconds the recent input rate averages over (`Assessment.workload_recent_rps`)."""
 
 
 @dataclass(frozen=True)

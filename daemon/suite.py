@@ -1,0 +1,121 @@
+"""`foresail compare --suite NAME`: a policy set over a whole family of loads, one table.
+
+Suites: `shared` (the three recorded 6-hour traces), `development` and `held-out` (the load-shape family of
+`simulator/shapes.py`, the part the policy may be tuned on and the part kept out of it), `family` (both) and
+`all` (the shared traces and the family). Per load and policy the table gives what a user feels — seconds
+over the SLO (and as a share of the load's duration), rescales per hour — and what it costs — average
+workers against the oracle floor — and checks the targets of the issue "Hold the SLO on loads never seen
+before": ≤ 1% of the seconds over the SLO, ≤ 1.15× the oracle's workers, ≤ 3 rescales per hour and no more
+than the reactive policy's.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+from config.load import with_overrides
+from config.schema import Config
+from daemon.compare import Comparison, aggregate, per_run_metrics, run_comparison
+from daemon.report import TRACES, WORKLOADS
+from simulator.baselines import ORACLE
+from simulator.shapes import SUITES
+
+MAX_SLO_SHARE = 0.01
+MAX_ORACLE_RATIO = 1.15
+MAX_RESCALES_PER_H = 3.0
+
+
+def suite_workloads(name: str) -> dict[str, str]:
+    """Label → workload spec of every load in suite `name`; KeyError naming the suites when unknown."""
+    shared = {trace: str(WORKLOADS / file_name) for trace, file_name in TRACES.items()}
+    family = {shape: f"shape:{shape}" for shape in SUITES["family"]}
+    suites = {"shared": shared, **{k: {s: f"shape:{s}" for s in v} for k, v in SUITES.items()}}
+    suites["all"] = {**shared, **family}
+    if name not in suites:
+        raise KeyError(f"no suite {name!r}; choose one of {', '.join(suites)}")
+    return suites[name]
+
+
+def run_suite(
+    config: Config, workloads: dict[str, str], policies: Sequence[str], seeds: int, jobs: int | None = None
+) -> dict[str, Comparison]:
+    """Every policy × seed on every load (each load's runs in parallel, as `compare` runs them)."""
+    return {
+        label: run_comparison(with_overrides(config, "twin", workload=spec), policies, seeds, jobs, False)
+        for label, spec in workloads.items()
+    }
+
+
+def suite_rows(results: dict[str, Comparison], static_scaleout: int) -> list[dict[str, object]]:
+    """Per load and policy the mean over seeds of the suite's figures and the targets it meets."""
+    rows = []
+    for label, comparison in results.items():
+        stats = aggregate(per_run_metrics(comparison, static_scaleout))
+        first = next(iter(comparison.runs.values()))
+        duration_s = float(first[0]["duration_s"])
+        floor = stats[ORACLE]["avg_workers"]["mean"]
+        reactive = stats.get("reactive", {}).get("rescales", {}).get("mean")
+        for policy in comparison.policies:
+            s = {k: v["mean"] for k, v in stats[policy].items()}
+            slo_share = s["seconds_over_slo"] / duration_s
+            per_h = s["rescales"] * 3600 / duration_s
+            ratio = s["avg_workers"] / floor
+            rows.append(
+                {
+                    "load": label,
+                    "policy": policy,
+                    "avg_workers": s["avg_workers"],
+                    "oracle_avg_workers": floor,
+                    "oracle_ratio": ratio,
+                    "seconds_over_slo": s["seconds_over_slo"],
+                    "slo_share": slo_share,
+                    "rescales": s["rescales"],
+                    "rescales_per_h": per_h,
+                    "meets": {
+                        "slo": slo_share <= MAX_SLO_SHARE,
+                        "workers": ratio <= MAX_ORACLE_RATIO,
+                        "rescales": per_h <= MAX_RESCALES_PER_H
+                        and (reactive is None or s["rescales"] <= reactive),
+                    },
+                }
+            )
+    return rows
+
+
+def suite_table(rows: list[dict[str, object]], seeds: int) -> str:
+    """One Markdown table: a row per load and policy; ✗ marks a missed target."""
+
+    def mark(ok: bool) -> str:
+        return "" if ok else " ✗"
+
+    lines = [
+        f"Mean of {seeds} seed(s). Targets: ≤ {MAX_SLO_SHARE:.0%} of the seconds over the SLO, "
+        f"≤ {MAX_ORACLE_RATIO:.2f}× the oracle's workers, ≤ {MAX_RESCALES_PER_H:g} rescales/h "
+        "and no more than `reactive` (✗: missed).",
+        "",
+        "| load | policy | avg workers | ÷ oracle | s over SLO | % of time | rescales | per hour |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        meets = r["meets"]
+        lines.append(
+            f"| {r['load']} | {r['policy']} | {r['avg_workers']:.2f} | {r['oracle_ratio']:.2f}{mark(meets['workers'])} "
+            f"| {r['seconds_over_slo']:.0f} | {100 * r['slo_share']:.2f}{mark(meets['slo'])} "
+            f"| {r['rescales']:.1f} | {r['rescales_per_h']:.1f}{mark(meets['rescales'])} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_suite(rows: list[dict[str, object]], seeds: int, out_dir: Path) -> str:
+    """suite.json and suite.md into out_dir; returns the table."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    clean = [
+        {k: v for k, v in r.items() if not (isinstance(v, float) and not math.isfinite(v))} for r in rows
+    ]
+    (out_dir / "suite.json").write_text(json.dumps({"seeds": seeds, "rows": clean}, indent=2) + "\n")
+    table = suite_table(rows, seeds)
+    (out_dir / "suite.md").write_text(table)
+    return table

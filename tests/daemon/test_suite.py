@@ -1,0 +1,55 @@
+"""`foresail compare --suite`: a policy set over a family of loads, one table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from config.schema import Config
+from daemon.cli import main
+from daemon.suite import run_suite, suite_rows, suite_table, suite_workloads, write_suite
+from simulator.shapes import DEVELOPMENT, HELD_OUT
+from tests.conftest import trace_head
+
+
+def test_suites_name_the_shared_traces_and_the_two_parts_of_the_family():
+    held_out = suite_workloads("held-out")
+    assert set(held_out) == {s.name for s in HELD_OUT}
+    assert all(spec == f"shape:{name}" for name, spec in held_out.items())
+    assert set(suite_workloads("development")) == {s.name for s in DEVELOPMENT}
+    shared = suite_workloads("shared")
+    assert set(shared) == {"sine", "ysb", "traffic"} and all(Path(p).is_file() for p in shared.values())
+    assert set(suite_workloads("all")) == set(shared) | set(suite_workloads("family"))
+
+
+def test_an_unknown_suite_is_a_configuration_error_naming_the_suites(capsys, tmp_path):
+    assert main(["compare", "--suite", "nope", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "--suite: no suite 'nope'" in err and "held-out" in err and "Traceback" not in err
+
+
+def test_the_table_has_a_row_per_load_and_policy_and_marks_missed_targets(tmp_path, recorded_workloads):
+    short = trace_head(recorded_workloads, "tm_6h_100K_max.csv", 1800, tmp_path)
+    results = run_suite(Config(), {"a": str(short), "b": str(short)}, ["static", "reactive"], 1, jobs=1)
+    rows = suite_rows(results, static_scaleout=12)
+    assert [(r["load"], r["policy"]) for r in rows] == [
+        ("a", "static"),
+        ("a", "reactive"),
+        ("b", "static"),
+        ("b", "reactive"),
+    ]
+    for row in rows:
+        assert row["oracle_ratio"] == pytest.approx(row["avg_workers"] / row["oracle_avg_workers"])
+        assert row["rescales_per_h"] == pytest.approx(row["rescales"] * 2)  # half an hour
+        assert row["meets"]["slo"] == (row["slo_share"] <= 0.01)
+        assert row["meets"]["workers"] == (row["oracle_ratio"] <= 1.15)
+    static = rows[0]
+    assert static["rescales"] == 0 and static["meets"]["rescales"]
+    assert not static["meets"]["workers"]  # 12 workers on a load the oracle carries with far fewer
+    table = write_suite(rows, 1, tmp_path / "out")
+    assert table == suite_table(rows, 1) == (tmp_path / "out" / "suite.md").read_text()
+    assert table.count("\n| a |") == 2 and "✗" in table
+    saved = json.loads((tmp_path / "out" / "suite.json").read_text())
+    assert len(saved["rows"]) == 4

@@ -1,0 +1,85 @@
+"""The forecast's empirical upper bound and bias correction (forecasting/interval.py), and the forecaster
+serving them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from forecasting.executor import InlineExecutor
+from forecasting.interval import BAND_S, PeakErrors
+from forecasting.online import WorkloadForecaster
+from forecasting.types import ForecastSettings
+
+HORIZON_S = 300
+
+
+def _learned(truth_over_forecast: float, forecasts: int = 30) -> PeakErrors:
+    """Forecasts of a flat 1,000 rps while the load really ran at `truth_over_forecast` times that."""
+    errors = PeakErrors(HORIZON_S, min_samples=10)
+    for i in range(forecasts + HORIZON_S // 60):  # as the forecaster does: judge what arrived, then keep
+        times = np.arange(5.0, i * 60.0, 10.0)
+        errors.learn(times, np.full(len(times), 1_000.0 * truth_over_forecast))
+        if i < forecasts:
+            errors.record(i * 60.0, np.full(HORIZON_S, 1_000.0))
+    return errors
+
+
+def test_an_under_forecast_raises_the_upper_bound_and_the_central_forecast_by_it():
+    errors = _learned(1.3)
+    forecast = np.full(HORIZON_S, 2_000.0)
+    assert np.allclose(errors.upper(forecast), 2_600.0)
+    assert np.allclose(errors.central(forecast), 2_600.0)
+
+
+def test_an_over_forecast_lowers_the_central_forecast_but_never_the_upper_bound():
+    errors = _learned(0.8)
+    forecast = np.full(HORIZON_S, 2_000.0)
+    assert np.allclose(errors.upper(forecast), 2_000.0)
+    assert np.allclose(errors.central(forecast), 1_600.0)
+
+
+def test_without_enough_judged_forecasts_nothing_is_corrected():
+    errors = _learned(1.5, forecasts=5)  # 5 < min_samples per band
+    forecast = np.full(HORIZON_S, 2_000.0)
+    assert np.array_equal(errors.upper(forecast), forecast)
+    assert np.array_equal(errors.central(forecast), forecast)
+
+
+def test_only_bands_the_load_has_fully_covered_are_judged():
+    errors = PeakErrors(HORIZON_S, min_samples=1)
+    errors.record(0.0, np.full(HORIZON_S, 1_000.0))
+    errors.learn(np.arange(5.0, BAND_S + 30.0, 10.0), np.full(9, 2_000.0))  # 90 s: the first band only
+    factors = errors.factors(0.5)
+    assert factors[0] == 2.0 and np.all(factors[1:] == 1.0)
+
+
+def test_unobserved_buckets_do_not_count_and_the_state_survives_a_restart():
+    errors = _learned(1.2)
+    restored = PeakErrors(HORIZON_S, min_samples=10)
+    restored.load_state(errors.state_dict())
+    assert np.array_equal(restored.factors(0.9), errors.factors(0.9))
+    nan_only = PeakErrors(HORIZON_S, min_samples=1)
+    nan_only.record(0.0, np.full(HORIZON_S, 1_000.0))
+    nan_only.learn(np.arange(5.0, 400.0, 10.0), np.full(40, np.nan))
+    assert np.all(nan_only.factors(0.5) == 1.0)
+
+
+def test_the_forecaster_serves_an_upper_bound_that_covers_a_load_it_under_forecasts():
+    """A staircase that steps up 20% every 5 minutes: the linear fallback lags each step; after an hour of
+    judged forecasts the upper bound of the next minute covers the load that then arrives."""
+    settings = ForecastSettings(horizon_s=HORIZON_S, min_history_s=7_200, max_history_s=7_200)
+    forecaster = WorkloadForecaster(settings, executor=InlineExecutor())
+    seconds = np.arange(4_000)
+    rates = 1_000.0 * 1.2 ** ((seconds % 1_200) // 300)
+    covered, covered_by_mean = [], []
+    for now in range(60, 3_600, 60):
+        forecaster.observe(seconds[now - 60 : now].astype(float) + 1, rates[now - 60 : now])
+        forecast = forecaster.forecast(float(now))
+        if now > 2_400:
+            arriving = rates[now + 1 : now + 1 + BAND_S].max()
+            covered.append(forecast.upper_rps[:BAND_S].max() >= arriving)
+            covered_by_mean.append(forecast.rates_rps[:BAND_S].max() >= arriving)
+            assert np.all(forecast.upper_rps >= forecast.rates_rps)
+    assert np.mean(covered) >= 0.75 and np.mean(covered) >= np.mean(covered_by_mean) + 0.2
+    restored = WorkloadForecaster.from_state(forecaster.state_dict(), settings, executor=InlineExecutor())
+    assert np.array_equal(restored._peak_errors.factors(0.9), forecaster._peak_errors.factors(0.9))

@@ -1,0 +1,103 @@
+"""The rules that make the foresail policy hold on loads it was not tuned for: the forecast's upper bound
+in the near term, the surge rule (also inside stabilization) and the cost of a scale-in."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from mape.knowledge import Knowledge
+from mape.plan import GuardedPlan
+from mape.proactive import ProactivePolicy
+from messages.types import Assessment
+
+PER_WORKER_RPS = 10_000.0
+NOW_S = 10_000.0
+
+
+def _assessment(average: float, forecast: float | np.ndarray, current: int = 4, **fields) -> Assessment:
+    capacities = {n: n * PER_WORKER_RPS for n in range(1, 13)}
+    if not isinstance(forecast, np.ndarray):
+        forecast = np.full(900, float(forecast))
+    return Assessment(
+        time_s=NOW_S,
+        current_scaleout=current,
+        workload_avg_rps=average,
+        workload_max_rps=average,
+        backlog_records=fields.pop("backlog", 0.0),
+        capacities_rps=capacities,
+        capacity_sources=dict.fromkeys(capacities, "extrapolated"),
+        forecast_rps=forecast,
+        recovery_s=dict.fromkeys(capacities, 60.0),
+        **fields,
+    )
+
+
+def _policy() -> ProactivePolicy:
+    return ProactivePolicy(1, 12, recovery_target_s=600.0, loop_interval_s=60.0)
+
+
+def _knowledge(rescaled_ago_s: float | None = None) -> Knowledge:
+    return Knowledge(last_rescale_s=None if rescaled_ago_s is None else NOW_S - rescaled_ago_s)
+
+
+def test_the_near_term_is_planned_on_the_upper_bound_not_the_mean():
+    # mean 35k is carried by 4 workers; the upper bound says 45k may come within the recovery: 5
+    a = _assessment(35_000, 35_000, current=4, forecast_upper_rps=np.full(900, 45_000.0))
+    target, rule, _ = _policy().propose(a, _knowledge())
+    assert target == 5 and rule == "long-lived"
+    assert _policy().propose(dataclasses.replace(a, forecast_upper_rps=None), _knowledge())[0] == 4
+
+
+def test_a_surge_outside_the_forecast_interval_scales_out_to_carry_it_and_its_backlog():
+    # the last seconds run at 62k; the previous forecast allowed 41k; 4 workers carry 40k
+    a = _assessment(45_000, 40_000, current=4, workload_recent_rps=62_000.0, expected_upper_rps=41_000.0)
+    target, rule, reasons = _policy().propose(a, _knowledge())
+    assert rule == "surge"
+    # 62k plus what piles up during a 30 s restart (and half a checkpoint) drained within 120 s
+    needed = 62_000 + 62_000 * (30 + 5) / 120
+    assert target == int(np.ceil(needed / PER_WORKER_RPS))
+    assert "62000" in reasons[0]
+
+
+def test_a_surge_that_the_forecast_foresaw_is_left_to_the_regular_rules():
+    a = _assessment(45_000, 63_000, current=4, workload_recent_rps=62_000.0, expected_upper_rps=66_000.0)
+    _, rule, _ = _policy().propose(a, _knowledge())
+    assert rule != "surge"
+
+
+def test_a_surge_overrides_stabilization_but_nothing_else_does():
+    plan = GuardedPlan(_policy(), 1, 12, stabilization_s=180.0)
+    surge = _assessment(45_000, 40_000, current=4, workload_recent_rps=62_000.0, expected_upper_rps=41_000.0)
+    decision = plan.decide(surge, _knowledge(rescaled_ago_s=60))
+    assert decision.rule == "surge" and decision.target_scaleout > 4
+    assert "inside stabilization" in decision.reasons[-1]
+    calm = _assessment(20_000, 20_000, current=4, workload_recent_rps=21_000.0, expected_upper_rps=25_000.0)
+    assert plan.decide(calm, _knowledge(rescaled_ago_s=60)).rule == "stabilization"
+
+
+def test_a_scale_in_that_the_load_soon_undoes_is_not_worth_its_restarts():
+    # 3 workers carry the mean, but the upper bound passes 30k after 200 s: saving 200 worker-s does not
+    # pay for a restart in and another out
+    upper = np.r_[np.full(200, 25_000.0), np.full(700, 38_000.0)]
+    a = _assessment(25_000, 25_000, current=4, forecast_upper_rps=upper)
+    target, rule, reasons = _policy().propose(a, _knowledge())
+    assert (target, rule) == (4, "rescale-not-worth-it")
+    assert any("and back out" in r for r in reasons)
+
+
+def test_a_scale_in_that_stays_valid_for_the_horizon_is_taken():
+    a = _assessment(15_000, 15_000, current=6, forecast_upper_rps=np.full(900, 17_000.0))
+    target, rule, _ = _policy().propose(a, _knowledge())
+    assert (target, rule) == (2, "long-lived")
+
+
+def test_a_small_saving_is_not_worth_a_restart():
+    # 4 → 3 saves one worker for the horizon (900 worker-s); the restart of 3 workers and the replay of
+    # the load at 29k cost more when the downtime is long
+    k = _knowledge()
+    k.downtime.initial_s["in"] = 200.0
+    a = _assessment(29_000, 29_000, current=4, forecast_upper_rps=np.full(900, 29_500.0))
+    target, rule, _ = _policy().propose(a, k)
+    assert (target, rule) == (4, "rescale-not-worth-it")
