@@ -123,6 +123,13 @@ class ScalingConfig(Section):
         description="foresail plan: within this time after a rescale, keep the scale-out while it "
         "carries the average load and the forecast until the next loop (rescale only if necessary).",
     )
+    surge_drain_s: float = Field(
+        120.0,
+        gt=0,
+        description="foresail plan, surge rule: when the load leaves the forecast's upper bound and exceeds "
+        "the capacity, scale out to carry it and drain the backlog (and what piles up during the restart) "
+        "within this time; also inside the stabilization window.",
+    )
     objective: Literal["recovery", "latency"] = Field(
         "recovery",
         description="foresail plan: 'recovery' plans the smallest scale-out that carries the load and "
@@ -192,6 +199,14 @@ class ForecastConfig(Section):
     linear_window_s: float = Field(600.0, gt=0, description="History the linear-trend fallback is fitted on.")
     seasonal_period_s: float | Literal["auto"] | None = Field(
         None, description="Seasonality: null (none), a period in seconds, or 'auto' (detected from history)."
+    )
+    upper_quantile: float = Field(
+        0.9,
+        gt=0,
+        lt=1,
+        description="The forecast's upper bound: this quantile of the recent peak errors per lead minute "
+        "(realized peak / forecast peak over the last hour of forecasts); the plan keeps the near term "
+        "(until a rescale would have recovered) under it.",
     )
     fit_timeout_s: float = Field(300.0, gt=0, description="A background fit taking longer is abandoned.")
     max_interpolated_gap_s: float = Field(

@@ -125,6 +125,8 @@ def make_policy(config: Config) -> Policy:
             config.recovery.target_s,
             config.loop.interval_s,
             scaling.necessary_window_s,
+            scaling.surge_drain_s,
+            config.recovery.checkpoint_interval_s,
         )
         if scaling.policy == "foresail-cpu-only":
             return proactive

@@ -7,9 +7,10 @@ split-conformal bound: no distribution assumed, only recent exchangeability), an
 the `quantile` of those ratios. The error judged is the one that hurts the plan — the peak under-forecast —
 so a forecast that was too high never lowers the bound below the forecast itself.
 
-The median of the same ratios corrects the forecast's own bias per lead band (`central`): an ARIMA with
-drift fitted on a rising stretch keeps forecasting the rise long after the load turned, and a plan that
-sizes for the whole horizon on it pays for workers the load never needs.
+The median ratio of the band's *mean* load to the forecast's mean corrects the forecast's own bias per lead
+band (`central`): an ARIMA with drift fitted on a rising stretch keeps forecasting the rise long after the
+load turned, and a plan that sizes for the whole horizon on it pays for workers the load never needs.
+(Peaks would not do for this: the noise of the realized load lifts its peak above any smooth forecast.)
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class PeakErrors:
         self.bands = max(1, math.ceil(horizon_s / BAND_S))
         self.window, self.quantile, self.min_samples = window, quantile, min_samples
         self._ratios = [deque(maxlen=window) for _ in range(self.bands)]
+        self._mean_ratios = [deque(maxlen=window) for _ in range(self.bands)]
         self._pending: deque[tuple[float, np.ndarray, int]] = deque()  # (start_s, rates, bands scored)
 
     def record(self, start_s: float, rates_rps: np.ndarray) -> None:
@@ -58,23 +60,24 @@ class PeakErrors:
                 realized = realized[np.isfinite(realized)]
                 if len(realized) and len(predicted) and predicted.max() > 0:
                     self._ratios[scored].append(float(realized.max() / predicted.max()))
+                    self._mean_ratios[scored].append(float(realized.mean() / predicted.mean()))
                 scored += 1
             if scored < self.bands:
                 kept.append((start_s, forecast, scored))
         self._pending = kept
 
-    def factors(self, quantile: float) -> np.ndarray:
-        """Per band, the `quantile` of the ratios (1 where fewer than `min_samples` ratios exist yet: no
-        correction is better than a made-up one), within [1/4, 4]."""
+    def factors(self, quantile: float, of_means: bool = False) -> np.ndarray:
+        """Per band, the `quantile` of the peak (or mean) ratios (1 where fewer than `min_samples` ratios
+        exist yet: no correction is better than a made-up one), within [1/4, 4]."""
         out = np.ones(self.bands)
-        for band, ratios in enumerate(self._ratios):
+        for band, ratios in enumerate(self._mean_ratios if of_means else self._ratios):
             if len(ratios) >= self.min_samples:
                 out[band] = float(np.quantile(np.fromiter(ratios, float), quantile))
         return np.clip(out, 0.25, 4.0)
 
     def central(self, rates_rps: np.ndarray) -> np.ndarray:
-        """The forecast with its median peak error per lead band taken out."""
-        return self._scaled(rates_rps, self.factors(0.5))
+        """The forecast with its median bias per lead band taken out."""
+        return self._scaled(rates_rps, self.factors(0.5, of_means=True))
 
     def upper(self, rates_rps: np.ndarray) -> np.ndarray:
         """The forecast raised per lead band to its empirical upper bound (never below it)."""
@@ -87,8 +90,12 @@ class PeakErrors:
         return np.asarray(rates_rps, dtype=float) * factors
 
     def state_dict(self) -> dict[str, Any]:
-        return {"ratios": [list(r) for r in self._ratios]}
+        return {
+            "ratios": [list(r) for r in self._ratios],
+            "mean_ratios": [list(r) for r in self._mean_ratios],
+        }
 
     def load_state(self, state: dict[str, Any]) -> None:
-        for band, ratios in enumerate(state.get("ratios", [])[: self.bands]):
-            self._ratios[band].extend(float(r) for r in ratios if math.isfinite(r) and r >= 0)
+        for key, kept in (("ratios", self._ratios), ("mean_ratios", self._mean_ratios)):
+            for band, ratios in enumerate(state.get(key, [])[: self.bands]):
+                kept[band].extend(float(r) for r in ratios if math.isfinite(r) and r >= 0)

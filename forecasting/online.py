@@ -106,7 +106,7 @@ class WorkloadForecaster:
         self._model_version: str | None = None  # the registry version last swapped in
         self._rejected_version: str | None = None  # a version that failed to load: not retried
         self._next_poll_s = -np.inf
-        self._peak_errors = PeakErrors(settings.horizon_steps)
+        self._peak_errors = PeakErrors(settings.horizon_steps, quantile=settings.upper_quantile)
 
     # -- input ---------------------------------------------------------------------------------------
 
@@ -175,7 +175,7 @@ class WorkloadForecaster:
         errors.learn(grid.centres_s(grid.first, grid.end), np.where(observed, values, np.nan))
         errors.record(forecast.start_s, forecast.rates_rps)
         raw = forecast.rates_rps
-        return replace(forecast, rates_rps=errors.central(raw), upper_rps=errors.upper(raw))
+        return replace(forecast, central_rps=errors.central(raw), upper_rps=errors.upper(raw))
 
     def _judge_previous(self) -> float | None:
         """WAPE of the previous ARIMA forecast on the observed buckets it covered; updates the streak."""

@@ -30,6 +30,7 @@ class ForecastSettings:
         Both kinds are marked as not observed, so neither WAPE nor the fallback's trend uses them.
     fourier_order: sine/cosine pairs per seasonal period (exogenous Fourier terms, not a seasonal ARIMA).
     max_differencing: the largest d auto-ARIMA may choose (d = 2 extrapolates curvature: see arima.py).
+    upper_quantile: the quantile of recent peak errors the upper bound is set at (forecasting/interval.py).
     """
 
     resolution_s: float = 10.0
@@ -44,6 +45,7 @@ class ForecastSettings:
     max_interpolated_gap_s: float = 120.0
     fourier_order: int = 2
     max_differencing: int = 1
+    upper_quantile: float = 0.9
 
     def __post_init__(self) -> None:
         positive = ("resolution_s", "horizon_s", "max_history_s", "wape_threshold", "linear_window_s")
@@ -84,12 +86,19 @@ class Forecast:
     reason: str
     last_wape: float | None
     poor_streak: int
+    central_rps: np.ndarray | None = None
+    """The forecast with its recent bias per lead minute taken out: what the plan sizes for (None when
+    the forecaster serves none; `planned_rps` then falls back to the forecast)."""
     upper_rps: np.ndarray | None = None
     """Per second, how high the load may go: the forecast raised by its recent peak errors (None before
     the forecaster has judged any)."""
 
+    @property
+    def planned_rps(self) -> np.ndarray:
+        return self.rates_rps if self.central_rps is None else self.central_rps
+
     def __post_init__(self) -> None:
-        for name in ("rates_rps", "upper_rps"):
+        for name in ("rates_rps", "central_rps", "upper_rps"):
             if getattr(self, name) is not None:
                 rates = np.array(getattr(self, name), dtype=float)
                 rates.setflags(write=False)
@@ -109,6 +118,7 @@ class Forecast:
             "reason": self.reason,
             "last_wape": self.last_wape,
             "poor_streak": self.poor_streak,
+            "central_rps": None if self.central_rps is None else self.central_rps.tolist(),
             "upper_rps": None if self.upper_rps is None else self.upper_rps.tolist(),
         }
 
@@ -121,5 +131,8 @@ class Forecast:
             reason=str(data["reason"]),
             last_wape=None if data["last_wape"] is None else float(data["last_wape"]),
             poor_streak=int(data["poor_streak"]),
+            central_rps=None
+            if data.get("central_rps") is None
+            else np.asarray(data["central_rps"], dtype=float),
             upper_rps=None if data.get("upper_rps") is None else np.asarray(data["upper_rps"], dtype=float),
         )

@@ -113,11 +113,11 @@ class Analyzer:
             knowledge.forecaster.observe(observation.input_timestamps_s, observation.input_rate_rps)
             forecast = knowledge.forecaster.forecast(observation.time_s)
             recovery_s = self._recovery_per_candidate(
-                observation, capacities_rps, forecast.rates_rps, backlog, current, knowledge
+                observation, capacities_rps, forecast.planned_rps, backlog, current, knowledge
             )
         vertices = view.vertices
         if vertices and len(rates):  # DS2's walk from the forecast peak (without a forecast: the window's)
-            peak_rps = float(np.max(forecast.rates_rps)) if forecast is not None else float(rates.max())
+            peak_rps = float(np.max(forecast.planned_rps)) if forecast is not None else float(rates.max())
             vertices = with_needed_parallelism(
                 vertices, observation, knowledge.dag, peak_rps, self.max_scaleout
             )
@@ -131,7 +131,7 @@ class Analyzer:
             capacities_rps=capacities_rps,
             capacity_sources=capacity_sources,
             capacity_method=estimate.method,
-            forecast_rps=forecast.rates_rps if forecast else None,
+            forecast_rps=forecast.planned_rps if forecast else None,
             forecast_model=forecast.model if forecast else "",
             forecast_reason=forecast.reason if forecast else "",
             forecast_wape=forecast.last_wape if forecast else None,

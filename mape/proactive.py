@@ -19,7 +19,7 @@ rule that decided it:
   `surge_drain_s`.
 - ``rescale-not-worth-it``: a smaller scale-out would carry the load, but the worker-seconds it saves over
   the time it stays valid do not pay for the rescale (its predicted downtime and replay at the new
-  scale-out, plus the scale-out back when the upper bound says the load returns within the horizon).
+  scale-out, plus the scale-out back when the forecast says the load returns within the horizon).
 
 A candidate is valid when its capacity exceeds the average load, its predicted recovery meets the target,
 and it carries the forecast's upper bound (`forecasting/interval.py`) until it would have recovered: the plan
@@ -124,7 +124,7 @@ class ProactivePolicy:
                 skipped.append(f"{scaleout}: still catching up (backlog {a.backlog_records:.0f} records)")
                 continue
             if scaleout < current:
-                worth, why = self._scale_in_pays(a, knowledge, scaleout, forecast, upper)
+                worth, why = self._scale_in_pays(a, knowledge, scaleout, forecast)
                 if not worth:
                     not_worth.append(why)
                     continue
@@ -176,18 +176,19 @@ class ProactivePolicy:
         )
 
     def _scale_in_pays(
-        self, a: Assessment, knowledge: Knowledge, scaleout: int, forecast: np.ndarray, upper: np.ndarray
+        self, a: Assessment, knowledge: Knowledge, scaleout: int, forecast: np.ndarray
     ) -> tuple[bool, str]:
         """Whether scaling in to `scaleout` saves more worker-seconds than it costs.
 
-        Saved: the workers released, for as long as the smaller scale-out carries the upper bound (at most
+        Saved: the workers released, for as long as the smaller scale-out carries the forecast (at most
         the horizon). Cost: the restart's downtime at the new scale-out plus the worker-seconds to replay
-        what arrives meanwhile (downtime and half a checkpoint interval), and, when the upper bound
-        outgrows the smaller scale-out within the horizon, the same for the scale-out back."""
+        what arrives meanwhile (downtime and half a checkpoint interval), and, when the forecast outgrows
+        the smaller scale-out within the horizon, the same for the scale-out back. Expected values: the
+        upper bound already guards the near term (the candidate must carry it until recovered)."""
         current = a.current_scaleout
         capacity = a.capacity(scaleout)
-        above = np.flatnonzero(upper > capacity)
-        valid_s = float(above[0]) if len(above) else float(len(upper))
+        above = np.flatnonzero(forecast > capacity)
+        valid_s = float(above[0]) if len(above) else float(len(forecast))
         saved_ws = (current - scaleout) * valid_s
         rate = float(forecast[: max(1, math.ceil(valid_s))].mean())
 

@@ -78,10 +78,10 @@ def test_a_surge_overrides_stabilization_but_nothing_else_does():
 
 
 def test_a_scale_in_that_the_load_soon_undoes_is_not_worth_its_restarts():
-    # 3 workers carry the mean, but the upper bound passes 30k after 200 s: saving 200 worker-s does not
-    # pay for a restart in and another out
-    upper = np.r_[np.full(200, 25_000.0), np.full(700, 38_000.0)]
-    a = _assessment(25_000, 25_000, current=4, forecast_upper_rps=upper)
+    # 3 workers carry the load now, but the forecast passes 30k after 200 s: saving 200 worker-s does
+    # not pay for a restart in and another out
+    forecast = np.r_[np.full(200, 25_000.0), np.full(700, 38_000.0)]
+    a = _assessment(25_000, forecast, current=4)
     target, rule, reasons = _policy().propose(a, _knowledge())
     assert (target, rule) == (4, "rescale-not-worth-it")
     assert any("and back out" in r for r in reasons)
