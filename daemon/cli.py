@@ -261,9 +261,16 @@ def _compare_suite(config: Config, args: argparse.Namespace, policies: list[str]
         workloads = suite_workloads(args.suite)
     except KeyError as error:
         raise ConfigError("command line", [f"--suite: {error.args[0]}"]) from None
-    results = run_suite(config, workloads, policies, args.seeds, args.jobs)
-    rows = suite_rows(results, config.baselines.static_scaleout)
-    print(write_suite(rows, args.seeds, args.out), end="")
+    static = config.baselines.static_scaleout
+    results = run_suite(
+        config,
+        workloads,
+        policies,
+        args.seeds,
+        args.jobs,
+        on_load=lambda done: write_suite(suite_rows(done, static), args.seeds, args.out),
+    )
+    print(write_suite(suite_rows(results, static), args.seeds, args.out), end="")
     return EXIT_OK
 
 

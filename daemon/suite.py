@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from config.load import with_overrides
@@ -40,13 +40,23 @@ def suite_workloads(name: str) -> dict[str, str]:
 
 
 def run_suite(
-    config: Config, workloads: dict[str, str], policies: Sequence[str], seeds: int, jobs: int | None = None
+    config: Config,
+    workloads: dict[str, str],
+    policies: Sequence[str],
+    seeds: int,
+    jobs: int | None = None,
+    on_load: Callable[[dict[str, Comparison]], None] | None = None,
 ) -> dict[str, Comparison]:
-    """Every policy × seed on every load (each load's runs in parallel, as `compare` runs them)."""
-    return {
-        label: run_comparison(with_overrides(config, "twin", workload=spec), policies, seeds, jobs, False)
-        for label, spec in workloads.items()
-    }
+    """Every policy × seed on every load (each load's runs in parallel, as `compare` runs them);
+    `on_load` sees the results so far after each load (a long suite writes its table as it goes)."""
+    results: dict[str, Comparison] = {}
+    for label, spec in workloads.items():
+        results[label] = run_comparison(
+            with_overrides(config, "twin", workload=spec), policies, seeds, jobs, False
+        )
+        if on_load is not None:
+            on_load(results)
+    return results
 
 
 def suite_rows(results: dict[str, Comparison], static_scaleout: int) -> list[dict[str, object]]:
