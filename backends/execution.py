@@ -7,19 +7,25 @@ whether it is ready (resource ready *and* the job observed at the new parallelis
 observation carries a problem, so the loop holds. A rescale that never becomes ready is given up after a
 timeout, logged and counted. At start-up the follower adopts a rescale it finds in progress (the target
 is set to a scale-out the job does not run at), which is what a daemon killed mid-rescale leaves behind.
+
+A per-vertex rescale (`FollowedTarget.scale_vertices`, a target with a `VertexExecution`) is followed the
+same way, but the target itself tells when it has finished and how long the job was down; that
+`CompletedRescale` rides on the next observation (`Observation.completed_rescales`). Surplus TaskManagers
+are released on later observations, once their slots hold no task.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import structlog
 
+from backends.vertex_rescale import VertexExecution
 from mape.interfaces import MetricsSource, ScalingTarget
-from messages.types import Observation
+from messages.types import CompletedRescale, Observation
 
 
 class NotApplied(RuntimeError):
@@ -44,6 +50,8 @@ class PendingRescale:
     """'requested' by this daemon, or 'found at start-up'."""
     managed_mb: float | None = None
     """Managed memory per slot the job must run with once done (None: not part of the change)."""
+    vertex_parallelism: dict[str, int] | None = field(default=None)
+    """A per-vertex rescale: each vertex's parallelism (`scaleout` then counts TaskManagers)."""
 
 
 class RescaleFollower:
@@ -62,10 +70,22 @@ class RescaleFollower:
         self.on_outcome = on_outcome
         self.pending: PendingRescale | None = None
         self._adopted = False
+        self.completed: list[CompletedRescale] = []
+        """Per-vertex rescales finished since the last `take_completed`."""
 
     def requested(self, scaleout: int, now_s: float, managed_mb: float | None = None) -> None:
         self._adopted = True
         self.pending = PendingRescale(scaleout, now_s, "requested", managed_mb)
+
+    def requested_vertices(
+        self, vertex_parallelism: Mapping[str, int], taskmanagers: int, now_s: float
+    ) -> None:
+        self._adopted = True
+        self.pending = PendingRescale(taskmanagers, now_s, "requested", None, dict(vertex_parallelism))
+
+    def take_completed(self) -> tuple[CompletedRescale, ...]:
+        completed, self.completed = tuple(self.completed), []
+        return completed
 
     def check(
         self, now_s: float, observed_parallelism: int | None, observed_managed_mb: float | None = None
@@ -74,6 +94,9 @@ class RescaleFollower:
         change is done when the job also reports the new managed memory (where it reports any)."""
         if not self._adopted:
             self._adopt(now_s, observed_parallelism)
+        execution: VertexExecution | None = getattr(self.target, "execution", None)
+        if execution is not None and (self.pending is None or self.pending.vertex_parallelism is not None):
+            return self._check_vertices(now_s, execution)
         pending = self.pending
         if pending is None:
             return None
@@ -100,6 +123,28 @@ class RescaleFollower:
             f"{'' if memory_done else f', managed memory {observed_managed_mb:.0f} MB, not {pending.managed_mb:.0f}'})"
         )
 
+    def _check_vertices(self, now_s: float, execution: VertexExecution) -> str | None:
+        """Moves a per-vertex rescale on; a problem text while it is in progress."""
+        pending = self.pending
+        try:
+            completed = execution.advance()
+        except Exception as error:
+            completed = None
+            self.log.warning("vertex-rescale-progress-unknown", error=f"{type(error).__name__}: {error}")
+        if pending is None:
+            return None
+        if completed is not None:
+            self.completed.append(completed)
+            self._finish("ready", now_s - pending.since_s, pending, downtime_s=round(completed.downtime_s, 3))
+            return None
+        elapsed = now_s - pending.since_s
+        if elapsed > self.timeout_s:
+            execution.abandon()
+            self._finish("timeout", elapsed, pending)
+            return None
+        stage = "waiting for TaskManagers" if execution.waiting is not None else "Flink rescaling"
+        return f"per-vertex rescale in progress for {elapsed:.0f} s ({stage}; {pending.vertex_parallelism})"
+
     def _adopt(self, now_s: float, observed_parallelism: int | None) -> None:
         self._adopted = True
         try:
@@ -115,6 +160,8 @@ class RescaleFollower:
     def _finish(self, outcome: str, elapsed_s: float, pending: PendingRescale, **fields: object) -> None:
         self.pending = None
         event = self.log.info if outcome == "ready" else self.log.warning
+        if pending.vertex_parallelism is not None:
+            fields = {"vertex_parallelism": pending.vertex_parallelism, **fields}
         event(
             f"rescale-{outcome}",
             scaleout=pending.scaleout,
@@ -148,6 +195,26 @@ class FollowedTarget:
         self.target.scale_to(scaleout, now_s)
         self.follower.requested(scaleout, now_s)
 
+    def scale_vertices(self, vertex_parallelism: Mapping[str, int], taskmanagers: int, now_s: float) -> None:
+        """A per-vertex rescale (`VertexScalingTarget`), followed until every vertex runs at its target."""
+        if self.recommend_only:
+            self.log.info(
+                "recommendation",
+                vertex_parallelism=dict(vertex_parallelism),
+                scaleout=taskmanagers,
+                time_s=now_s,
+            )
+            raise NotApplied(
+                f"recommend-only mode: vertex parallelism {dict(vertex_parallelism)} recommended, not applied"
+            )
+        scale_vertices = getattr(self.target, "scale_vertices", None)
+        if scale_vertices is None:
+            raise TypeError(
+                f"{type(self.target).__name__} cannot set per-vertex parallelism (granularity: vertex)"
+            )
+        scale_vertices(vertex_parallelism, taskmanagers, now_s)
+        self.follower.requested_vertices(vertex_parallelism, taskmanagers, now_s)
+
     def reconfigure(self, scaleout: int, managed_mb: float, now_s: float) -> None:
         """A scale-out with new managed memory per slot (memory levels), followed like a rescale."""
         if self.recommend_only:
@@ -173,6 +240,11 @@ class FollowingSource:
     def observe(self, now_s: float, window_s: float) -> Observation:
         observation = self.source.observe(now_s, window_s)
         note = self.follower.check(now_s, observation.parallelism, observation.managed_memory_mb)
+        completed = self.follower.take_completed()
+        if completed:
+            observation = dataclasses.replace(
+                observation, completed_rescales=(*observation.completed_rescales, *completed)
+            )
         if note is None:
             return observation
         return dataclasses.replace(observation, problems=(*observation.problems, note))

@@ -3,11 +3,17 @@
 Used to tell when a rescale has taken effect (readiness), by the Monitor for the job graph of the
 per-vertex metrics, and by the tests to check the job. Any failure to reach the API or to read its answer
 is `None` ("not known to be ready") or, for the graph, `GraphUnavailable` with a one-line reason.
+
+The adaptive scheduler's per-vertex path (FLIP-291, Flink ≥ 1.18; backends/vertex_rescale.py) reads and
+writes the job's resource requirements, reads what each vertex runs at, when its subtasks last switched to
+RUNNING (exact, from Flink's own timestamps: `/jobs/:jobid` itself is cached for a few seconds), and which
+TaskManagers hold no task. Those calls raise `requests` errors; the caller names them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import requests
 
@@ -88,13 +94,65 @@ class FlinkRest:
         live = [job for job in self._get("/jobs/overview")["jobs"] if job.get("state") not in TERMINAL]
         return max(live, key=lambda j: j.get("start-time", 0)) if live else None
 
+    def live_job_id(self) -> str | None:
+        job = self._live_job()
+        return None if job is None else str(job["jid"])
+
+    def resource_requirements(self, job_id: str) -> dict[str, tuple[int, int]]:
+        """Declared parallelism bounds per vertex id (lower, upper): what was asked, not what runs."""
+        body = self._get(f"/jobs/{job_id}/resource-requirements")
+        return {
+            vertex_id: (int(bounds["parallelism"]["lowerBound"]), int(bounds["parallelism"]["upperBound"]))
+            for vertex_id, bounds in body.items()
+        }
+
+    def put_resource_requirements(
+        self, job_id: str, requirements: dict[str, tuple[int, int]]
+    ) -> requests.Response:
+        """PUT the complete map; the response is returned whatever its status (the caller classifies it)."""
+        body = {
+            vertex_id: {"parallelism": {"lowerBound": lower, "upperBound": upper}}
+            for vertex_id, (lower, upper) in requirements.items()
+        }
+        return requests.put(
+            f"{self.url}/jobs/{job_id}/resource-requirements", json=body, timeout=self.timeout_s
+        )
+
+    def running_vertex_parallelism(self, job_id: str) -> dict[str, int] | None:
+        """Vertex id → parallelism while the job and every vertex run; None while any is not RUNNING."""
+        detail = self._get(f"/jobs/{job_id}")
+        vertices = detail["vertices"]
+        if detail["state"] != "RUNNING" or any(v.get("status") != "RUNNING" for v in vertices):
+            return None
+        return {str(v["id"]): int(v["parallelism"]) for v in vertices}
+
+    def last_subtask_running_s(self, job_id: str, vertex_ids: list[str]) -> float:
+        """Epoch seconds at which the last subtask of these vertices switched to RUNNING (Flink's clock)."""
+        latest_ms = 0
+        for vertex_id in vertex_ids:
+            times = self._get(f"/jobs/{job_id}/vertices/{vertex_id}/subtasktimes")
+            for subtask in times["subtasks"]:
+                latest_ms = max(latest_ms, int(subtask["timestamps"].get("RUNNING", 0)))
+        return latest_ms / 1000
+
+    def taskmanager_tasks(self) -> dict[str, int]:
+        """TaskManager id (its resource id) → tasks deployed on it (0: every slot free of tasks)."""
+        return {str(t["id"]): int(t["assignedTasks"]) for t in self._get("/taskmanagers")["taskmanagers"]}
+
+    def scheduler(self) -> str:
+        """'reactive', 'adaptive' or 'default': the JobManager's scheduler, from its configuration."""
+        settings = {c["key"]: str(c["value"]) for c in self._get("/jobmanager/config")}
+        if settings.get("scheduler-mode", "").lower() == "reactive":
+            return "reactive"
+        return settings.get("jobmanager.scheduler", "default").lower()
+
     def taskmanager_count(self) -> int | None:
         try:
             return len(self._get("/taskmanagers")["taskmanagers"])
         except (requests.RequestException, KeyError, TypeError, ValueError):
             return None
 
-    def _get(self, path: str) -> dict:
+    def _get(self, path: str) -> Any:
         response = requests.get(self.url + path, timeout=self.timeout_s)
         response.raise_for_status()
         return response.json()

@@ -12,6 +12,12 @@ Memory levels: TaskManagers start with the memory last set (dynamic properties
 directory); a memory change stops every TaskManager and starts the new count with the new memory, so the
 job restarts once, like a rescale.
 
+Per-vertex parallelism (`LocalFlinkVertexTarget`, the adaptive scheduler, not reactive mode): the
+TaskManagers carry the slots and Flink's REST requirements set each vertex's parallelism
+(backends/vertex_rescale.py). Each TaskManager starts with its own resource id
+(`-Dtaskmanager.resource-id=foresail-…`, which the REST API shows as its id), so the ones left without
+tasks after a scale-down are the ones stopped — after a rescale Flink places tasks on any TaskManager.
+
 Starting is bounded: a TaskManager that dies at start (a bad configuration, no memory) is started again at
 most `start_attempts` times in one rescale, with a doubling wait in between, then the rescale fails with
 `TaskManagersFailed` (the iteration names it; the next one tries again). Every wait gives up at once when
@@ -26,16 +32,19 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import structlog
 
 from backends.flinkrest import FlinkRest
 from backends.retry import wait_s
+from backends.vertex_rescale import VertexExecution, VertexRescaler
 
 TASKMANAGER_CLASS = "TaskManagerRunner"
 JOBMANAGER_CLASS = "StandaloneApplicationClusterEntryPoint"
 MEMORY_FILE = "taskmanager-memory.json"
+RESOURCE_ID_KEY = "taskmanager.resource-id"
 START_ATTEMPTS = 3
 START_GRACE_S = 0.5
 """A started TaskManager must still run this long after its start (doubling per attempt) to count."""
@@ -73,8 +82,10 @@ class LocalFlinkCluster:
         return self._alive("taskmanagers", TASKMANAGER_CLASS)
 
     def start_taskmanager(self) -> int:
-        command = ["bin/taskmanager.sh", "start-foreground", *self._memory_flags()]
-        pid = self._spawn(command, f"taskmanager-{time.time_ns()}")
+        name = f"taskmanager-{time.time_ns()}"
+        resource_id = f"-D{RESOURCE_ID_KEY}=foresail-{name}"
+        command = ["bin/taskmanager.sh", "start-foreground", resource_id, *self._memory_flags()]
+        pid = self._spawn(command, name)
         self._append("taskmanagers", pid)
         return pid
 
@@ -108,16 +119,27 @@ class LocalFlinkCluster:
             f"-Dtaskmanager.memory.process.size={round(memory['process_mb'])}m",
         ]
 
-    def stop_taskmanager(self) -> int | None:
-        """SIGTERM to the newest TaskManager (Flink then rescales in); None when none runs."""
+    def stop_taskmanager(self, pid: int | None = None) -> int | None:
+        """SIGTERM to the TaskManager `pid` (default: the newest; Flink then rescales in); None when
+        it does not run."""
         pids = self.taskmanagers()
-        if not pids:
+        pid = pid if pid is not None else (pids[-1] if pids else None)
+        if pid not in pids:
             return None
-        pid = pids[-1]
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
-        self._write("taskmanagers", pids[:-1])
+        self._write("taskmanagers", [p for p in pids if p != pid])
         return pid
+
+    @staticmethod
+    def resource_id(pid: int) -> str | None:
+        """The resource id a TaskManager was started with (its id in Flink's REST API); None: unknown."""
+        try:
+            arguments = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            return None
+        prefix = f"-D{RESOURCE_ID_KEY}="
+        return next((a.removeprefix(prefix) for a in arguments if a.startswith(prefix)), None)
 
     def scale_to(self, count: int) -> tuple[list[int], list[int]]:
         """Start or stop TaskManagers until `count` run; returns (started, stopped) pids.
@@ -285,3 +307,59 @@ class LocalFlinkTarget:
         """The job runs at `scaleout` (Flink's REST API); false while it restarts or cannot be reached."""
         status = self.rest.job_status()
         return status is not None and status.running and status.parallelism == scaleout
+
+
+class LocalTaskManagers:
+    """`TaskManagerPool` of a local cluster: processes, told apart in Flink's REST API by resource id."""
+
+    def __init__(self, cluster: LocalFlinkCluster, rest: FlinkRest) -> None:
+        self.cluster = cluster
+        self.rest = rest
+
+    def grow_to(self, count: int) -> None:
+        if len(self.cluster.taskmanagers()) < count:
+            self.cluster.scale_to(count)
+
+    def registered(self) -> int:
+        return self.rest.taskmanager_count() or 0
+
+    def shrink_to(self, count: int) -> bool:
+        pids = self.cluster.taskmanagers()
+        surplus = len(pids) - count
+        if surplus <= 0:
+            return True
+        tasks = self.rest.taskmanager_tasks()
+        free = [pid for pid in reversed(pids) if tasks.get(self.cluster.resource_id(pid) or "") == 0]
+        for pid in free[:surplus]:
+            self.cluster.stop_taskmanager(pid)
+        return len(free) >= surplus
+
+
+class LocalFlinkVertexTarget(LocalFlinkTarget):
+    """`VertexScalingTarget` for a local cluster on the adaptive scheduler: TaskManager processes carry the
+    slots, Flink's REST requirements each vertex's parallelism (see the module docstring)."""
+
+    def __init__(
+        self,
+        cluster: LocalFlinkCluster,
+        rest: FlinkRest,
+        log: structlog.typing.FilteringBoundLogger | None = None,
+        process_base_mb: float = 1890.0,
+    ) -> None:
+        super().__init__(cluster, rest, log, process_base_mb)
+        self.execution = VertexExecution(
+            VertexRescaler(rest, log=self.log), LocalTaskManagers(cluster, rest), self.log
+        )
+
+    def scale_vertices(self, vertex_parallelism: Mapping[str, int], taskmanagers: int, now_s: float) -> None:
+        self.execution.scale_vertices(vertex_parallelism, taskmanagers)
+        self.log.info(
+            "local-flink-vertices-requested",
+            vertex_parallelism=dict(vertex_parallelism),
+            taskmanagers=taskmanagers,
+            time_s=now_s,
+        )
+
+    def desired(self) -> None:
+        """Nothing to adopt at start-up: a per-vertex PUT is absolute, so deciding again is safe."""
+        return None

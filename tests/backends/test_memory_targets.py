@@ -239,13 +239,15 @@ def cluster(tmp_path: Path):
 
 
 def _wait_for_lines(path: Path, count: int) -> list[str]:
+    """The fake's logged command lines, without each TaskManager's own resource id."""
+    import re
     import time
 
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         lines = path.read_text().splitlines() if path.exists() else []
         if len(lines) >= count:
-            return lines
+            return [re.sub(r" -Dtaskmanager.resource-id=foresail-taskmanager-\d+", "", line) for line in lines]
         time.sleep(0.05)
     raise AssertionError(f"{path}: fewer than {count} lines")
 

@@ -194,13 +194,13 @@ class FlinkStack:
         work: int,
         initial_rps: int = 0,
         job_args: tuple[str, ...] = (),
-        conf: dict[str, str] | None = None,
+        conf: dict[str, str | None] | None = None,
     ) -> None:
         self.workdir = workdir
         self.job_args = list(job_args)
         """Further arguments of the load job (e.g. its topology)."""
         self.extra_conf = dict(conf or {})
-        """Flink settings added to (or replacing) the defaults below."""
+        """Flink settings added to (or replacing) the defaults below; None removes a default."""
         self.home = home
         self.rest_port = free_port()
         self.rest_url = f"http://127.0.0.1:{self.rest_port}"
@@ -248,7 +248,7 @@ class FlinkStack:
             "execution.checkpointing.dir": f"file://{self.workdir / 'checkpoints'}",
         }
         settings |= self.extra_conf
-        lines = [f"{key}: {_yaml_scalar(value)}" for key, value in settings.items()]
+        lines = [f"{key}: {_yaml_scalar(value)}" for key, value in settings.items() if value is not None]
         (self.conf_dir / "config.yaml").write_text("\n".join(lines) + "\n")
 
     @property

@@ -1,0 +1,249 @@
+"""Per-vertex rescaling through Flink's adaptive scheduler: the REST resource requirements (FLIP-291).
+
+One rescale: GET `/jobs/:jobid/resource-requirements`, set {lower 1, upper target} on every vertex whose
+target differs from its declared upper bound (the others keep theirs), PUT the complete map (Flink answers
+400 to an incomplete one). Flink then restarts the whole job once, after its cooldown and the next
+checkpoint (`../shared/docs/per-vertex.md`). The rescale is finished when `/jobs/:jobid` shows every vertex
+RUNNING at its upper bound; its downtime runs from the PUT to the moment the last subtask switched to
+RUNNING, read from Flink's own subtask timestamps (`/jobs/:jobid` is cached for seconds, so polling it
+would round the ~3 s rescale up to its refresh interval).
+
+Lower bound 1, as the Flink operator's standalone autoscaler does: a vertex that cannot get all its slots
+then runs with fewer instead of failing the job.
+
+Errors are told apart because they mean different things: a 400 is a plan Flink cannot run (a vertex
+above its max parallelism, a vertex missing) — a planning bug, logged with Flink's answer and never
+retried; a 500 naming reactive mode is a cluster configured for the whole-job path (reactive mode refuses
+per-vertex requirements) — a configuration error, which `foresail check-config` names before it happens.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+import requests
+import structlog
+
+from backends.flinkrest import FlinkRest
+from messages.types import CompletedRescale
+
+Bounds = tuple[int, int]
+REACTIVE_MARKER = "reactive mode"
+"""Part of Flink's 500 answer to a PUT on a reactive-mode job ('Cannot change the parallelism of a job
+running in reactive mode', Flink 1.18–2.3)."""
+
+
+class RescaleRejected(RuntimeError):
+    """Flink refused the requirements as invalid (HTTP 400), or they name vertices the job lacks: a plan
+    that cannot run. Not retried."""
+
+
+class ReactiveModeRefused(RuntimeError):
+    """The job runs in reactive mode, which refuses per-vertex requirements: a configuration error."""
+
+
+class RescaleRequestFailed(RuntimeError):
+    """The requirements could not be read or written (no running job, API down, another error)."""
+
+
+def new_requirements(
+    declared: Mapping[str, Bounds], targets: Mapping[str, int]
+) -> tuple[dict[str, Bounds], list[str]]:
+    """The complete map to PUT and the vertices it changes: {1, target} where the target differs from the
+    declared upper bound, the declared bounds elsewhere (vertices without a target keep theirs)."""
+    unknown = sorted(set(targets) - set(declared))
+    if unknown:
+        raise RescaleRejected(f"the plan names vertices the job does not have: {unknown}")
+    bad = {v: p for v, p in targets.items() if not isinstance(p, int) or p < 1}
+    if bad:
+        raise RescaleRejected(f"the plan asks for parallelism below 1: {bad}")
+    requirements, changed = {}, []
+    for vertex_id, (lower, upper) in declared.items():
+        target = targets.get(vertex_id, upper)
+        if target == upper:
+            requirements[vertex_id] = (lower, upper)
+        else:
+            requirements[vertex_id] = (1, target)
+            changed.append(vertex_id)
+    return requirements, changed
+
+
+@dataclass(frozen=True)
+class RequestedRescale:
+    """A PUT Flink accepted: the job, every vertex's parallelism to wait for, and when it was sent."""
+
+    job_id: str
+    vertex_parallelism: dict[str, int]
+    requested_s: float
+    changed: tuple[str, ...]
+
+
+class VertexRescaler:
+    """Requests per-vertex rescales and tells when one has finished (see the module docstring)."""
+
+    def __init__(
+        self,
+        rest: FlinkRest,
+        clock: Callable[[], float] = time.time,
+        log: structlog.typing.FilteringBoundLogger | None = None,
+    ) -> None:
+        self.rest = rest
+        self.clock = clock
+        self.log = log or structlog.get_logger("foresail.target")
+
+    def request(self, targets: Mapping[str, int]) -> RequestedRescale | None:
+        """PUT the requirements for `targets`; None when every vertex is already declared at its target
+        (nothing restarts, so there is no downtime to measure)."""
+        try:
+            job_id = self.rest.live_job_id()
+            if job_id is None:
+                raise RescaleRequestFailed(f"Flink REST API {self.rest.url}: no running job")
+            declared = self.rest.resource_requirements(job_id)
+        except (requests.RequestException, KeyError, TypeError, ValueError) as error:
+            raise RescaleRequestFailed(
+                f"Flink REST API {self.rest.url}: resource requirements unreadable ({type(error).__name__})"
+            ) from error
+        requirements, changed = new_requirements(declared, targets)
+        if not changed:
+            return None
+        requested_s = self.clock()
+        try:
+            response = self.rest.put_resource_requirements(job_id, requirements)
+        except requests.RequestException as error:
+            raise RescaleRequestFailed(
+                f"Flink REST API {self.rest.url}: PUT resource requirements failed ({type(error).__name__})"
+            ) from error
+        if response.status_code == 400:
+            self.log.error(
+                "vertex-rescale-rejected", job_id=job_id, requirements=requirements, body=response.text
+            )
+            raise RescaleRejected(
+                f"Flink rejected the requirements (HTTP 400, a planning bug): {_first_error(response)}"
+            )
+        if response.status_code >= 500 and REACTIVE_MARKER in response.text.lower():
+            raise ReactiveModeRefused(
+                "the job runs in reactive mode, which refuses per-vertex parallelism: configure "
+                "jobmanager.scheduler: adaptive without scheduler-mode: reactive (or granularity: job)"
+            )
+        if not response.ok:
+            raise RescaleRequestFailed(
+                f"Flink answered HTTP {response.status_code}: {_first_error(response)}"
+            )
+        parallelism = {vertex_id: upper for vertex_id, (_, upper) in requirements.items()}
+        self.log.info(
+            "vertex-rescale-requested",
+            job_id=job_id,
+            changed={v: parallelism[v] for v in changed},
+            time_s=requested_s,
+        )
+        return RequestedRescale(job_id, parallelism, requested_s, tuple(changed))
+
+    def finished(self, rescale: RequestedRescale) -> CompletedRescale | None:
+        """The completed rescale once every vertex runs at its target; None until then or when the API
+        cannot tell (it is asked again next time)."""
+        try:
+            running = self.rest.running_vertex_parallelism(rescale.job_id)
+            if running != rescale.vertex_parallelism:
+                return None
+            restarted_s = self.rest.last_subtask_running_s(rescale.job_id, list(running))
+        except (requests.RequestException, KeyError, TypeError, ValueError):
+            return None
+        return CompletedRescale(
+            requested_s=rescale.requested_s,
+            finished_s=max(rescale.requested_s, restarted_s),
+            granularity="vertex",
+            vertex_parallelism=dict(running),
+        )
+
+
+def _first_error(response: requests.Response) -> str:
+    """Flink's error text in one line (its first line, without the Java stack)."""
+    try:
+        errors = response.json().get("errors") or [response.text]
+    except ValueError:
+        errors = [response.text]
+    text = " ".join(str(e) for e in errors if "Internal server error" not in str(e)) or str(errors[0])
+    line = text.strip().splitlines()[0] if text.strip() else f"HTTP {response.status_code}"
+    return line.removeprefix("org.apache.flink.runtime.rest.handler.RestHandlerException: ")[:300]
+
+
+class TaskManagerPool(Protocol):
+    """The TaskManagers carrying the job's slots, as one execute target runs them."""
+
+    def grow_to(self, count: int) -> None:
+        """Start TaskManagers until `count` are set to run (never stops any)."""
+        ...
+
+    def registered(self) -> int:
+        """TaskManagers registered with the JobManager now."""
+        ...
+
+    def shrink_to(self, count: int) -> bool:
+        """Stop surplus TaskManagers whose slots hold no task, down to `count`; True when none is left."""
+        ...
+
+
+class VertexExecution:
+    """One per-vertex rescale at a time, in order: TaskManagers up, PUT, follow, surplus TaskManagers down.
+
+    Non-blocking: `scale_vertices` starts what is missing and PUTs at once only when the TaskManagers are
+    registered already (a scale-down, or a scale-up with spare slots); `advance`, called on every
+    observation, PUTs once they are (a PUT before would restart the job twice: at the slots there are,
+    then again when the rest arrive), reports the rescale when it has finished, then stops the TaskManagers
+    left without tasks."""
+
+    def __init__(
+        self,
+        rescaler: VertexRescaler,
+        pool: TaskManagerPool,
+        log: structlog.typing.FilteringBoundLogger | None = None,
+    ) -> None:
+        self.rescaler = rescaler
+        self.pool = pool
+        self.log = log or structlog.get_logger("foresail.target")
+        self.waiting: tuple[dict[str, int], int] | None = None
+        """Targets and TaskManagers of a rescale whose TaskManagers are still starting."""
+        self.requested: RequestedRescale | None = None
+        self.keep_taskmanagers: int | None = None
+        """TaskManagers to keep once the rescale has finished (surplus ones are stopped when free)."""
+
+    def scale_vertices(self, vertex_parallelism: Mapping[str, int], taskmanagers: int) -> None:
+        if taskmanagers < 1:
+            raise RescaleRejected(f"the plan asks for {taskmanagers} TaskManagers")
+        self.pool.grow_to(taskmanagers)
+        self.keep_taskmanagers = taskmanagers
+        self.requested = None
+        self.waiting = (dict(vertex_parallelism), taskmanagers)
+        self._request_when_registered()
+
+    def advance(self) -> CompletedRescale | None:
+        """Moves the rescale on (see the class docstring); the completed rescale, once, when it finishes."""
+        self._request_when_registered()
+        completed = None
+        if self.requested is not None:
+            completed = self.rescaler.finished(self.requested)
+            if completed is not None:
+                self.requested = None
+        if self.idle() and self.keep_taskmanagers is not None and self.pool.shrink_to(self.keep_taskmanagers):
+            self.keep_taskmanagers = None
+        return completed
+
+    def idle(self) -> bool:
+        """No rescale waits for TaskManagers or for Flink."""
+        return self.waiting is None and self.requested is None
+
+    def abandon(self) -> None:
+        """Stop following (the follower gave up on it); surplus TaskManagers are still released."""
+        self.waiting = self.requested = None
+
+    def _request_when_registered(self) -> None:
+        if self.waiting is None:
+            return
+        targets, taskmanagers = self.waiting
+        if self.pool.registered() < taskmanagers:
+            return
+        self.waiting = None
+        self.requested = self.rescaler.request(targets)
