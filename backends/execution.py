@@ -138,6 +138,9 @@ class RescaleFollower:
             self._finish("ready", now_s - pending.since_s, pending, downtime_s=round(completed.downtime_s, 3))
             return None
         elapsed = now_s - pending.since_s
+        if execution.idle():  # every vertex was declared at its target already: nothing restarted
+            self._finish("unchanged", elapsed, pending)
+            return None
         if elapsed > self.timeout_s:
             execution.abandon()
             self._finish("timeout", elapsed, pending)
@@ -159,7 +162,7 @@ class RescaleFollower:
 
     def _finish(self, outcome: str, elapsed_s: float, pending: PendingRescale, **fields: object) -> None:
         self.pending = None
-        event = self.log.info if outcome == "ready" else self.log.warning
+        event = self.log.warning if outcome == "timeout" else self.log.info
         if pending.vertex_parallelism is not None:
             fields = {"vertex_parallelism": pending.vertex_parallelism, **fields}
         event(

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import requests
 import structlog
 
 from backends.execution import FollowedTarget, FollowingSource, RescaleFollower
@@ -121,8 +122,43 @@ def local_cluster(config: Config) -> LocalFlinkCluster:
         raise ConfigError("local_flink", [f"local_flink: {error}"]) from error
 
 
-def check_connections(config: Config) -> list[tuple[str, str | None]]:
-    """(what, error or None) for Prometheus and the target: does each answer as configured?"""
+def granularity(config: Config) -> str:
+    """`scaling.granularity` ('job' or 'vertex'); 'job' where the config has no such setting yet."""
+    return getattr(config.scaling, "granularity", "job")
+
+
+def vertex_rest(config: Config) -> FlinkRest:
+    """The JobManager REST API the per-vertex path rescales through (the one the job graph is read from)."""
+    return job_graph_rest(config) or FlinkRest(
+        config.local_flink.rest_url, timeout_s=config.prometheus.timeout_s
+    )
+
+
+def scheduler_problem(rest: FlinkRest) -> str | None:
+    """Why the cluster cannot take per-vertex parallelism (None: it runs the adaptive scheduler)."""
+    try:
+        scheduler = rest.scheduler()
+    except (requests.RequestException, KeyError, TypeError, ValueError) as error:
+        return f"cannot read the JobManager's configuration ({type(error).__name__})"
+    if scheduler == "adaptive":
+        return None
+    fix = "set jobmanager.scheduler: adaptive (no scheduler-mode: reactive), or scaling.granularity: job"
+    if scheduler == "reactive":
+        return (
+            "configuration error: scaling.granularity is vertex but the cluster runs reactive mode, which "
+            f"refuses per-vertex parallelism (HTTP 500 on PUT /jobs/:jobid/resource-requirements); {fix}"
+        )
+    return (
+        f"configuration error: scaling.granularity is vertex but the cluster runs the {scheduler} "
+        f"scheduler, which has no per-vertex rescaling; {fix}"
+    )
+
+
+def check_connections(
+    config: Config, granularity_override: str | None = None
+) -> list[tuple[str, str | None]]:
+    """(what, error or None) for Prometheus and the target: does each answer as configured? At vertex
+    granularity also whether the cluster's scheduler takes per-vertex parallelism."""
     checks: list[tuple[str, str | None]] = []
     try:
         PrometheusClient(config.prometheus).ping()
@@ -148,4 +184,7 @@ def check_connections(config: Config) -> list[tuple[str, str | None]]:
             checks.append((what, None if status is not None else "no running job answers on the REST API"))
         except ConfigError as error:
             checks.append((what, "; ".join(error.problems)))
+    if (granularity_override or granularity(config)) == "vertex":
+        rest = vertex_rest(config)
+        checks.append((f"per-vertex rescaling through {rest.url}", scheduler_problem(rest)))
     return checks

@@ -14,12 +14,18 @@ one JSON patch of the pod template (dynamic properties `-D…` in the TaskManage
 resources) with the replicas; on a FlinkDeployment one merge patch of `spec.taskManager.resource.memory`
 and `spec.flinkConfiguration`. Every TaskManager pod restarts, which the loop counts as a rescale (give the
 Deployment `strategy: Recreate`, or a rolling update restarts the job once per pod).
+
+Per-vertex parallelism (`KubernetesVertexTarget`, Flink's adaptive scheduler): on a standalone application
+cluster the Deployment's replicas carry the slots and foresail PUTs the REST requirements itself
+(`DeploymentTaskManagers`); on a FlinkDeployment the operator rescales in place through the same REST path
+(`OperatorRescaler`, which names the operator and Flink versions that work).
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -28,8 +34,17 @@ from kubernetes import client
 from kubernetes import config as kube_config
 from kubernetes.config.incluster_config import InClusterConfigLoader
 
+from backends.flinkrest import FlinkRest
 from backends.retry import with_retries
+from backends.vertex_rescale import (
+    RequestedRescale,
+    RescaleRequestFailed,
+    VertexExecution,
+    VertexRescaler,
+    new_requirements,
+)
 from config.backends import KubernetesConfig
+from messages.types import CompletedRescale
 
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
@@ -347,3 +362,180 @@ def _walk(document: dict, path: list[str]) -> object:
             return None
         document = document.get(key)
     return document
+
+
+# ---- per-vertex parallelism (the adaptive scheduler; backends/vertex_rescale.py) -------------------------
+OVERRIDES_KEY = "pipeline.jobvertex-parallelism-overrides"
+DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+FREE_POD_COST = "-1000"
+"""Pod deletion cost given to a TaskManager pod without tasks: its ReplicaSet removes it first."""
+
+
+class DeploymentTaskManagers:
+    """`TaskManagerPool` of a standalone application cluster: the TaskManager Deployment's replicas.
+
+    A scale-down lowers the replicas only by TaskManagers whose slots hold no task, after marking their
+    pods with a low `pod-deletion-cost` (Kubernetes ≥ 1.22) so the ReplicaSet removes those and not a busy
+    one — after a rescale Flink places tasks on any TaskManager. A TaskManager is matched to its pod by
+    resource id: the pod's name (start TaskManagers with `-Dtaskmanager.resource-id=$(POD_NAME)` from the
+    downward API) or, by default, Flink's `<pod IP>:<port>-<random>`."""
+
+    def __init__(
+        self, scale: DeploymentScale, rest: FlinkRest, retry: Callable[[Callable[[], Any]], Any]
+    ) -> None:
+        self.scale = scale
+        self.core = client.CoreV1Api(scale.apps.api_client)
+        self.rest = rest
+        self.retry = retry
+
+    def grow_to(self, count: int) -> None:
+        if (self.retry(self.scale.desired) or 0) < count:
+            self.retry(lambda: self.scale.set_scaleout(count))
+
+    def registered(self) -> int:
+        return self.rest.taskmanager_count() or 0
+
+    def shrink_to(self, count: int) -> bool:
+        replicas = self.retry(self.scale.desired) or 0
+        surplus = replicas - count
+        if surplus <= 0:
+            return True
+        free_ids = {tm for tm, tasks in self.rest.taskmanager_tasks().items() if tasks == 0}
+        free = [p for p in self._pods() if _taskmanager_of(p, free_ids)][:surplus]
+        for pod in free:
+            self.retry(
+                lambda pod=pod: self.core.patch_namespaced_pod(
+                    pod.metadata.name,
+                    self.scale.namespace,
+                    {"metadata": {"annotations": {DELETION_COST: FREE_POD_COST}}},
+                    _request_timeout=self.scale.timeout_s,
+                )
+            )
+        if free:
+            self.retry(lambda: self.scale.set_scaleout(replicas - len(free)))
+        return len(free) >= surplus
+
+    def _pods(self) -> list[client.V1Pod]:
+        deployment = self.scale._read()
+        labels = (deployment.spec.selector.match_labels or {}) if deployment.spec.selector else {}
+        selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+        pods = self.core.list_namespaced_pod(
+            self.scale.namespace, label_selector=selector, _request_timeout=self.scale.timeout_s
+        ).items
+        return [p for p in pods if p.metadata.deletion_timestamp is None]
+
+
+def _taskmanager_of(pod: client.V1Pod, taskmanager_ids: set[str]) -> bool:
+    """Whether the pod runs one of these TaskManagers (by pod name, else by pod IP)."""
+    ip = pod.status.pod_ip if pod.status else None
+    return pod.metadata.name in taskmanager_ids or (
+        ip is not None and any(tm.startswith(f"{ip}:") for tm in taskmanager_ids)
+    )
+
+
+class OperatorRescaler:
+    """A FlinkDeployment's per-vertex rescale, carried out by the Flink Kubernetes Operator in place.
+
+    foresail writes `pipeline.jobvertex-parallelism-overrides` (every vertex) into the FlinkDeployment's
+    `spec.flinkConfiguration`; the operator classifies that change as a scale (native mode only), GETs the
+    job's resource requirements, sets {min(target, lower), target} on the changed vertices and PUTs the map
+    — the same REST path (operator `NativeFlinkService.scale`). The rescale is followed on the REST API
+    like foresail's own; its downtime counts from the patch, so it includes the operator's reconcile delay.
+
+    Works with: operator ≥ 1.8.0 (1.6–1.7 set {target, target}, which fails the job when a slot is
+    missing), `spec.mode: native`, an application deployment (`spec.job`), `flinkVersion` ≥ v1_18,
+    `jobmanager.scheduler: adaptive`, `kubernetes.operator.job.upgrade.inplace-scaling.enabled: true`
+    (the default). Flink 2.3 needs operator ≥ 1.15.0 (the first with `v2_3`); 2.0 ≥ 1.12, 2.1–2.2 ≥ 1.13.
+    Not in standalone mode (there the operator scales only reactive mode's TaskManager replicas). On Flink
+    2.x a full upgrade of the job drops the overrides (FLINK-38770): the job then restarts at its default
+    parallelism and the rescale is given up after the readiness timeout (the next decision patches again).
+    TaskManagers: native mode starts and releases them itself, so the count foresail plans is not applied.
+    """
+
+    def __init__(self, resource: FlinkDeploymentScale, rescaler: VertexRescaler) -> None:
+        self.resource = resource
+        self.rescaler = rescaler
+
+    def request(self, targets: Mapping[str, int]) -> RequestedRescale | None:
+        job_id = self.rescaler.rest.live_job_id()
+        if job_id is None:
+            raise RescaleRequestFailed(f"Flink REST API {self.rescaler.rest.url}: no running job")
+        declared = self.rescaler.rest.resource_requirements(job_id)
+        requirements, changed = new_requirements(declared, targets)
+        if not changed:
+            return None
+        parallelism = {vertex_id: upper for vertex_id, (_, upper) in requirements.items()}
+        overrides = ",".join(f"{v}:{p}" for v, p in sorted(parallelism.items()))
+        requested_s = self.rescaler.clock()
+        self.resource.custom.patch_namespaced_custom_object(
+            FLINK_GROUP,
+            FLINK_VERSION,
+            self.resource.namespace,
+            FLINK_PLURAL,
+            self.resource.name,
+            {"spec": {"flinkConfiguration": {OVERRIDES_KEY: overrides}}},
+            _content_type=MERGE_PATCH,
+            _request_timeout=self.resource.timeout_s,
+        )
+        return RequestedRescale(job_id, parallelism, requested_s, tuple(changed))
+
+    def finished(self, rescale: RequestedRescale) -> CompletedRescale | None:
+        return self.rescaler.finished(rescale)
+
+
+class NativeTaskManagers:
+    """Native Kubernetes mode: Flink's resource manager starts TaskManager pods for the slots the job asks
+    for and releases idle ones (`resourcemanager.taskmanager-timeout`); nothing to do here."""
+
+    def grow_to(self, count: int) -> None:
+        return None
+
+    def registered(self) -> int:
+        return 1 << 30
+
+    def shrink_to(self, count: int) -> bool:
+        return True
+
+
+class KubernetesVertexTarget(KubernetesTarget):
+    """`VertexScalingTarget` on Kubernetes: a standalone application cluster (TaskManager Deployment +
+    Flink's REST requirements) or a FlinkDeployment rescaled in place by the operator (`OperatorRescaler`).
+    Acts only while leader, like the job-level target."""
+
+    def __init__(
+        self,
+        resource: ScaledResource,
+        rest: FlinkRest,
+        retries: int,
+        backoff_s: float,
+        leadership: Leadership | None = None,
+        log: structlog.typing.FilteringBoundLogger | None = None,
+    ) -> None:
+        super().__init__(resource, retries, backoff_s, leadership, log)
+        rescaler = VertexRescaler(rest, log=self.log)
+        if isinstance(resource, FlinkDeploymentScale):
+            self.execution = VertexExecution(
+                OperatorRescaler(resource, rescaler), NativeTaskManagers(), self.log
+            )
+        elif isinstance(resource, DeploymentScale):
+            retry = lambda call: with_retries(call, self.retries, self.backoff_s, self._retrying)  # noqa: E731
+            self.execution = VertexExecution(
+                rescaler, DeploymentTaskManagers(resource, rest, retry), self.log
+            )
+        else:
+            raise TypeError(f"no per-vertex rescaling for {resource.description}")
+
+    def scale_vertices(self, vertex_parallelism: Mapping[str, int], taskmanagers: int, now_s: float) -> None:
+        self._check_leader()
+        self.execution.scale_vertices(vertex_parallelism, taskmanagers)
+        self.log.info(
+            "kubernetes-vertices-requested",
+            resource=self.resource.description,
+            vertex_parallelism=dict(vertex_parallelism),
+            taskmanagers=taskmanagers,
+            time_s=now_s,
+        )
+
+    def desired(self) -> None:
+        """Nothing to adopt at start-up: a per-vertex request is absolute, so deciding again is safe."""
+        return None

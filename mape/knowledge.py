@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,14 +37,15 @@ from forecasting.online import ModelSource, WorkloadForecaster
 from forecasting.types import ForecastSettings
 from mape.extensions import ExtensionState
 from mape.plausibility import Ledger
-from messages.types import Decision
+from messages.types import CompletedRescale, Decision
 from recovery.downtime import DowntimeModel
 from recovery.monitor import RecoveryMonitor
 from recovery.tracker import ObservedRecovery
 
 RECENT_DECISIONS = 100
 MODEL_BLOB = "forecaster_model"
-CORE_STATE = ("capacity", "dag", "forecaster", "downtime", "recovery", "plausibility", "loop")
+CORE_STATE = ("capacity", "dag", "forecaster", "downtime", "recovery", "plausibility", "loop", "rescales")
+RECENT_RESCALES = 50
 """The core's keys in the saved state; an extension's state is saved under its name beside them."""
 
 ATTACHED = "attached:"
@@ -102,6 +103,12 @@ class Knowledge:
     """Recoveries observed this iteration: stored with it, then cleared."""
     plausibility: Ledger = field(default_factory=Ledger)
     """Recent plausible observations, the conservation check's reference (mape/plausibility.py)."""
+    rescales: deque[CompletedRescale] = field(default_factory=lambda: deque(maxlen=RECENT_RESCALES))
+    """The last rescales the execute side measured from request to running (the per-vertex path's
+    downtimes, to learn its recovery from)."""
+
+    def remember_rescales(self, completed: tuple[CompletedRescale, ...]) -> None:
+        self.rescales.extend(completed)
 
     @classmethod
     def fresh(cls, settings: KnowledgeSettings) -> Knowledge:
@@ -142,6 +149,7 @@ class Knowledge:
             },
             plausibility=Ledger.from_dict(state.get("plausibility", {})),
         )
+        knowledge.rescales.extend(CompletedRescale(**r) for r in state.get("rescales", []))
         loop = state.get("loop", {})
         knowledge.iteration = int(loop.get("iteration", 0))
         knowledge.last_time_s = loop.get("last_time_s")
@@ -157,6 +165,7 @@ class Knowledge:
             "downtime": self.downtime.to_dict(),
             "recovery": self.recovery.to_dict(),
             "plausibility": self.plausibility.to_dict(),
+            "rescales": [asdict(r) for r in self.rescales],
             "loop": {
                 "iteration": self.iteration,
                 "last_time_s": self.last_time_s,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import structlog
 
@@ -71,6 +71,7 @@ class MapeLoop:
         except Exception as error:  # a backend failure must not kill the loop
             result.errors["monitor"] = _describe(error)
         if result.observation is not None:
+            knowledge.remember_rescales(result.observation.completed_rescales)
             try:
                 result.assessment = self.analyzer.assess(result.observation, knowledge)
             except Exception as error:
@@ -107,7 +108,11 @@ class MapeLoop:
             reconfigure = getattr(self.target, "reconfigure", None)
             memory_applied = decision.changes_memory and reconfigure is not None
             try:
-                if memory_applied:
+                if decision.changes_vertices:  # per-vertex granularity (mape/interfaces.VertexScalingTarget)
+                    self.target.scale_vertices(
+                        decision.target_vertex_parallelism, decision.target_scaleout, result.time_s
+                    )
+                elif memory_applied:
                     reconfigure(decision.target_scaleout, decision.target_managed_mb, result.time_s)
                 elif decision.action != "hold":
                     self.target.scale_to(decision.target_scaleout, result.time_s)
@@ -160,6 +165,11 @@ class MapeLoop:
             if assessment
             else None,
             recoveries_observed=[r.to_dict() for r in result.recoveries] or None,
+            rescales_completed=[
+                {**asdict(r), "downtime_s": round(r.downtime_s, 3)}
+                for r in (result.observation.completed_rescales if result.observation else ())
+            ]
+            or None,
             **_memory_summary(assessment),
             dag=_dag_summary(assessment, skew_of(self.knowledge)),
             decision=decision.to_dict() if decision else None,

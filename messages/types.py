@@ -352,15 +352,25 @@ class Decision:
     target_vertex_parallelism: dict[str, int] | None = None
     """Per-vertex granularity: vertex id → parallelism wanted (every vertex of the graph); None at job
     granularity. `target_scaleout` then holds the TaskManagers that carry it."""
+    current_vertex_parallelism: dict[str, int] | None = None
+    """Per-vertex granularity: vertex id → parallelism the job runs at when deciding (None: unknown)."""
 
     @property
     def changes_memory(self) -> bool:
         return self.target_managed_mb is not None and self.target_managed_mb != self.current_managed_mb
 
     @property
+    def changes_vertices(self) -> bool:
+        """A per-vertex target that differs from what runs (every vertex's parallelism kept: no change)."""
+        return (
+            self.target_vertex_parallelism is not None
+            and self.target_vertex_parallelism != self.current_vertex_parallelism
+        )
+
+    @property
     def reconfigures(self) -> bool:
-        """Whether executing it restarts the job (a new scale-out, new memory, or both)."""
-        return self.action != "hold" or self.changes_memory
+        """Whether executing it restarts the job (a new scale-out, new memory, new vertex parallelism)."""
+        return self.action != "hold" or self.changes_memory or self.changes_vertices
 
     @property
     def memory_action(self) -> Literal["hold", "memory_up", "memory_down"]:
@@ -377,14 +387,27 @@ class Decision:
         return "hold"
 
     def to_dict(self) -> dict[str, object]:
+        return (
+            {
+                "time_s": self.time_s,
+                "current_scaleout": self.current_scaleout,
+                "target_scaleout": self.target_scaleout,
+                "action": self.action,
+                "rule": self.rule,
+                "reasons": list(self.reasons),
+            }
+            | self._memory_dict()
+            | self._vertex_dict()
+        )
+
+    def _vertex_dict(self) -> dict[str, object]:
+        """Per-vertex fields only at vertex granularity."""
+        if self.target_vertex_parallelism is None:
+            return {}
         return {
-            "time_s": self.time_s,
-            "current_scaleout": self.current_scaleout,
-            "target_scaleout": self.target_scaleout,
-            "action": self.action,
-            "rule": self.rule,
-            "reasons": list(self.reasons),
-        } | self._memory_dict()
+            "current_vertex_parallelism": self.current_vertex_parallelism,
+            "target_vertex_parallelism": self.target_vertex_parallelism,
+        }
 
     def _memory_dict(self) -> dict[str, object]:
         """Memory fields only when the decision is memory-aware (CPU-only audit events stay as they were)."""
@@ -408,4 +431,6 @@ class Decision:
             current_managed_mb=data.get("current_managed_mb"),
             target_managed_mb=data.get("target_managed_mb"),
             target_memory_level=data.get("target_memory_level"),
+            target_vertex_parallelism=data.get("target_vertex_parallelism"),
+            current_vertex_parallelism=data.get("current_vertex_parallelism"),
         )

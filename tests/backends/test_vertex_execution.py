@@ -1,0 +1,208 @@
+"""The per-vertex execute side without Flink: the requirements map, the order TaskManagers → PUT → follow →
+release, the follower delivering each measured rescale once, and the loop routing a per-vertex decision
+and keeping the downtimes in the knowledge store. Flink's REST API itself is exercised on real Flink in
+tests/e2e/test_e2e_vertex.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from backends.execution import FollowedTarget, FollowingSource, NotApplied, RescaleFollower
+from backends.vertex_rescale import RequestedRescale, RescaleRejected, VertexExecution, new_requirements
+from mape.knowledge import Knowledge, KnowledgeSettings, KnowledgeStore
+from mape.loop import MapeLoop
+from messages.types import Assessment, CompletedRescale, Decision, Observation
+
+A, B, C = "a" * 32, "b" * 32, "c" * 32
+
+
+def test_changed_vertices_get_lower_bound_one_and_the_rest_keep_their_declared_bounds():
+    declared = {A: (1, 1), B: (1, 4), C: (2, 3)}
+    requirements, changed = new_requirements(declared, {A: 1, B: 2, C: 3})
+    assert requirements == {A: (1, 1), B: (1, 2), C: (2, 3)} and changed == [B]
+    assert new_requirements(declared, {B: 6}) == ({A: (1, 1), B: (1, 6), C: (2, 3)}, [B])
+    assert new_requirements(declared, {A: 1}) == (declared, [])
+
+
+@pytest.mark.parametrize(
+    ("targets", "message"),
+    [({"d" * 32: 2}, "vertices the job does not have"), ({A: 0}, "below 1"), ({A: 2.0}, "below 1")],
+)
+def test_a_plan_flink_cannot_run_is_rejected_before_any_request(targets, message):
+    with pytest.raises(RescaleRejected, match=message):
+        new_requirements({A: (1, 1)}, targets)
+
+
+class FakeRescaler:
+    """Records PUTs; a requested rescale finishes when the test says so."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, int]] = []
+        self.done: CompletedRescale | None = None
+
+    def request(self, targets):
+        self.requests.append(dict(targets))
+        return RequestedRescale("job", dict(targets), 100.0, tuple(targets))
+
+    def finished(self, rescale: RequestedRescale) -> CompletedRescale | None:
+        return self.done
+
+
+class FakePool:
+    def __init__(self, running: int) -> None:
+        self.running = self.registered_count = running
+        self.busy = 0
+        """TaskManagers above the kept count that still hold tasks (not released yet)."""
+
+    def grow_to(self, count: int) -> None:
+        self.running = max(self.running, count)
+
+    def registered(self) -> int:
+        return self.registered_count
+
+    def shrink_to(self, count: int) -> bool:
+        self.running = max(count, count + self.busy) if self.running > count else self.running
+        return self.running <= count
+
+
+def _completed(parallelism: int, finished_s: float = 103.2) -> CompletedRescale:
+    return CompletedRescale(100.0, finished_s, "vertex", {A: 1, B: parallelism})
+
+
+def test_a_scale_up_puts_only_once_the_new_taskmanagers_have_registered():
+    rescaler, pool = FakeRescaler(), FakePool(running=1)
+    execution = VertexExecution(rescaler, pool)
+    execution.scale_vertices({A: 1, B: 2}, taskmanagers=2)
+    assert pool.running == 2 and rescaler.requests == []  # started, not yet registered: no PUT
+    assert execution.advance() is None and rescaler.requests == []
+    pool.registered_count = 2
+    assert execution.advance() is None and rescaler.requests == [{A: 1, B: 2}]
+    rescaler.done = _completed(2)
+    assert execution.advance() == _completed(2)
+    assert execution.idle() and execution.advance() is None  # reported once
+
+
+def test_a_scale_down_puts_at_once_and_stops_taskmanagers_only_after_the_rescale_when_free():
+    rescaler, pool = FakeRescaler(), FakePool(running=3)
+    pool.busy = 1  # Flink still holds tasks on one surplus TaskManager
+    execution = VertexExecution(rescaler, pool)
+    execution.scale_vertices({A: 1, B: 1}, taskmanagers=1)
+    assert rescaler.requests == [{A: 1, B: 1}] and pool.running == 3
+    execution.advance()
+    assert pool.running == 3  # the job has not restarted at the new parallelism yet: nothing stopped
+    rescaler.done = _completed(1)
+    assert execution.advance() is not None and pool.running == 2  # the free one stopped, the busy one kept
+    pool.busy = 0
+    execution.advance()
+    assert pool.running == 1 and execution.keep_taskmanagers is None
+
+
+class VertexTarget:
+    def __init__(self, execution: VertexExecution) -> None:
+        self.execution = execution
+        self.calls: list[tuple[dict, int]] = []
+
+    def scale_vertices(self, vertex_parallelism, taskmanagers: int, now_s: float) -> None:
+        self.calls.append((dict(vertex_parallelism), taskmanagers))
+        self.execution.scale_vertices(vertex_parallelism, taskmanagers)
+
+    def scale_to(self, scaleout: int, now_s: float) -> None:
+        raise AssertionError("a per-vertex decision must not scale the whole job")
+
+    def desired(self) -> None:
+        return None
+
+    def ready(self, scaleout: int) -> bool:
+        return False
+
+
+class FakeSource:
+    def observe(self, now_s: float, window_s: float) -> Observation:
+        return Observation(now_s, window_s, np.array([now_s]), np.array([100.0]), (), 0.0, 1, 600.0)
+
+
+def _wired(registered: int = 2, timeout_s: float = 60.0, recommend_only: bool = False):
+    rescaler, pool = FakeRescaler(), FakePool(running=registered)
+    target = VertexTarget(VertexExecution(rescaler, pool))
+    outcomes: list[tuple[str, float]] = []
+    follower = RescaleFollower(target, timeout_s, on_outcome=lambda o, s: outcomes.append((o, s)))
+    return (
+        FollowingSource(FakeSource(), follower),
+        FollowedTarget(target, follower, recommend_only),
+        rescaler,
+        outcomes,
+    )
+
+
+def test_the_measured_rescale_rides_on_the_next_observation_once_and_the_loop_holds_until_then():
+    source, target, rescaler, outcomes = _wired()
+    target.scale_vertices({A: 1, B: 2}, 2, now_s=100.0)
+    first = source.observe(104.0, 60)
+    assert "per-vertex rescale in progress for 4 s (Flink rescaling" in first.problems[0]
+    assert first.completed_rescales == ()
+    rescaler.done = _completed(2, finished_s=103.2)
+    done = source.observe(109.0, 60)
+    assert done.problems == () and done.completed_rescales == (_completed(2, finished_s=103.2),)
+    assert done.completed_rescales[0].downtime_s == pytest.approx(3.2)
+    assert source.observe(114.0, 60).completed_rescales == ()
+    assert outcomes == [("ready", 9.0)]
+
+
+def test_a_per_vertex_rescale_that_never_lands_is_given_up_and_the_loop_may_decide_again():
+    source, target, _, outcomes = _wired(registered=1, timeout_s=30.0)
+    target.scale_vertices({A: 1, B: 2}, 2, now_s=0.0)  # the second TaskManager never registers
+    assert "waiting for TaskManagers" in source.observe(20.0, 60).problems[0]
+    assert source.observe(31.0, 60).problems == ()
+    assert outcomes == [("timeout", 31.0)] and target.target.execution.idle()
+
+
+def test_recommend_only_neither_puts_nor_follows():
+    source, target, rescaler, _ = _wired(recommend_only=True)
+    with pytest.raises(NotApplied, match="recommend-only"):
+        target.scale_vertices({A: 1, B: 2}, 2, now_s=0.0)
+    assert rescaler.requests == [] and source.observe(1.0, 60).problems == ()
+
+
+class FixedAnalyzer:
+    extensions = ()
+
+    def assess(self, observation: Observation, knowledge: Knowledge) -> Assessment:
+        return Assessment(observation.time_s, 1, 100.0, 100.0, 0.0, {1: 200.0, 2: 400.0}, {1: "observed"})
+
+
+class VertexPlan:
+    def decide(self, assessment: Assessment, knowledge: Knowledge) -> Decision:
+        return Decision(
+            assessment.time_s, 1, 2, "raise-b", (), target_vertex_parallelism={A: 1, B: 2},
+            current_vertex_parallelism={A: 1, B: 1},
+        )  # fmt: skip
+
+
+def test_the_loop_routes_a_per_vertex_decision_and_keeps_the_measured_downtime(tmp_path):
+    source, target, rescaler, _ = _wired()
+    store = KnowledgeStore(tmp_path / "knowledge.sqlite")
+    knowledge = store.load(KnowledgeSettings())
+    loop = MapeLoop(source, target, FixedAnalyzer(), VertexPlan(), knowledge, store, 60.0, 120.0)
+    result = loop.iterate(100.0)
+    assert result.executed and target.target.calls == [({A: 1, B: 2}, 2)]
+    assert result.decision.to_dict()["target_vertex_parallelism"] == {A: 1, B: 2}
+    rescaler.done = _completed(2, finished_s=103.2)
+    loop.iterate(110.0)
+    knowledge.close()
+    store.close()
+    reopened = KnowledgeStore(tmp_path / "knowledge.sqlite")
+    assert list(reopened.load().rescales) == [_completed(2, finished_s=103.2)]
+    decisions = reopened.decisions()
+    reopened.close()
+    assert decisions[0].target_vertex_parallelism == {A: 1, B: 2} and decisions[0].changes_vertices
+
+
+def test_a_per_vertex_target_equal_to_what_runs_changes_nothing():
+    same = Decision(
+        0.0, 2, 2, "hold", (), target_vertex_parallelism={A: 2}, current_vertex_parallelism={A: 2}
+    )
+    assert not same.changes_vertices and not same.reconfigures
+    assert Decision(
+        0.0, 2, 2, "x", (), target_vertex_parallelism={A: 1}, current_vertex_parallelism={A: 2}
+    ).reconfigures
