@@ -13,7 +13,7 @@ import structlog
 
 from backends.execution import FollowedTarget, FollowingSource, RescaleFollower
 from backends.flinkrest import FlinkRest
-from backends.localflink import LocalFlinkCluster, LocalFlinkTarget
+from backends.localflink import LocalFlinkCluster, LocalFlinkTarget, LocalFlinkVertexTarget
 from backends.prometheus import PrometheusClient, PrometheusMetricsSource
 from config.load import ConfigError
 from config.schema import Config
@@ -52,7 +52,7 @@ def make_real_backends(
     log = structlog.get_logger("foresail.backends")
     elector = oversight = None
     if config.target.kind == "prometheus+kubernetes":
-        from backends.kubernetes import KubernetesTarget, api_client, make_resource
+        from backends.kubernetes import KubernetesTarget, KubernetesVertexTarget, api_client, make_resource
         from backends.lease import LeaseElector, default_identity
         from backends.oversight import Oversight
 
@@ -69,16 +69,22 @@ def make_real_backends(
                 k8s.renew_period_s,
                 request_timeout_s=k8s.request_timeout_s,
             )
-        raw = KubernetesTarget(
-            make_resource(api, k8s),
-            k8s.retries,
-            k8s.retry_backoff_s,
-            elector,
-            process_base_mb=config.memory.process_base_mb,
-        )
+        if granularity(config) == "vertex":
+            raw = KubernetesVertexTarget(
+                make_resource(api, k8s), vertex_rest(config), k8s.retries, k8s.retry_backoff_s, elector
+            )
+        else:
+            raw = KubernetesTarget(
+                make_resource(api, k8s),
+                k8s.retries,
+                k8s.retry_backoff_s,
+                elector,
+                process_base_mb=config.memory.process_base_mb,
+            )
         timeout_s = k8s.readiness_timeout_s
     elif config.target.kind == "prometheus+local-flink":
-        raw = LocalFlinkTarget(
+        local = LocalFlinkVertexTarget if granularity(config) == "vertex" else LocalFlinkTarget
+        raw = local(
             local_cluster(config),
             FlinkRest(config.local_flink.rest_url),
             process_base_mb=config.memory.process_base_mb,

@@ -339,14 +339,8 @@ class LocalFlinkVertexTarget(LocalFlinkTarget):
     """`VertexScalingTarget` for a local cluster on the adaptive scheduler: TaskManager processes carry the
     slots, Flink's REST requirements each vertex's parallelism (see the module docstring)."""
 
-    def __init__(
-        self,
-        cluster: LocalFlinkCluster,
-        rest: FlinkRest,
-        log: structlog.typing.FilteringBoundLogger | None = None,
-        process_base_mb: float = 1890.0,
-    ) -> None:
-        super().__init__(cluster, rest, log, process_base_mb)
+    def __init__(self, cluster: LocalFlinkCluster, rest: FlinkRest, **options) -> None:
+        super().__init__(cluster, rest, **options)
         self.execution = VertexExecution(
             VertexRescaler(rest, log=self.log), LocalTaskManagers(cluster, rest), self.log
         )

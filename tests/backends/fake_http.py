@@ -24,6 +24,17 @@ class FakeServer:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 outer.requests.append({"path": self.path, "headers": dict(self.headers)})
+                self._answer()
+
+            def do_PUT(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                self.body = self.rfile.read(length)
+                outer.requests.append(
+                    {"method": "PUT", "path": self.path, "headers": dict(self.headers), "body": self.body}
+                )
+                self._answer()
+
+            def _answer(self) -> None:
                 status, body = reply(self)
                 try:
                     self.send_response(status)

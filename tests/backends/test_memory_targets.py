@@ -247,7 +247,9 @@ def _wait_for_lines(path: Path, count: int) -> list[str]:
     while time.monotonic() < deadline:
         lines = path.read_text().splitlines() if path.exists() else []
         if len(lines) >= count:
-            return [re.sub(r" -Dtaskmanager.resource-id=foresail-taskmanager-\d+", "", line) for line in lines]
+            return [
+                re.sub(r" -Dtaskmanager.resource-id=foresail-taskmanager-\d+", "", line) for line in lines
+            ]
         time.sleep(0.05)
     raise AssertionError(f"{path}: fewer than {count} lines")
 

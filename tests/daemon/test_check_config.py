@@ -72,3 +72,48 @@ def test_no_connect_only_validates_the_file(tmp_path, capsys):
     config = _write(tmp_path, _closed_port_url(), tmp_path / "absent-kubeconfig")
     assert main(["check-config", "--no-connect", str(config)]) == 0
     assert "FAILED" not in capsys.readouterr().out
+
+
+def _flink_with(settings: dict[str, str]) -> FakeServer:
+    """A JobManager whose /jobmanager/config holds `settings` (a real one runs in tests/e2e)."""
+    body = json.dumps([{"key": k, "value": v} for k, v in settings.items()]).encode()
+    return FakeServer(lambda handler: (200, body) if handler.path == "/jobmanager/config" else (404, b"{}"))
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        (
+            {"scheduler-mode": "reactive", "jobmanager.scheduler": "adaptive"},
+            "runs reactive mode, which refuses",
+        ),
+        ({"jobmanager.scheduler": "default"}, "runs the default scheduler"),
+        ({}, "runs the default scheduler"),
+        ({"jobmanager.scheduler": "adaptive"}, None),
+    ],
+)
+def test_vertex_granularity_names_a_cluster_without_the_adaptive_scheduler_a_configuration_error(
+    tmp_path, prometheus, settings, expected
+):
+    from backends.factory import check_connections
+    from config.load import load_config
+
+    flink = _flink_with(settings)
+    with KubeEmulator() as kube:
+        kube.create_deployment("flink", "flink-taskmanager", replicas=1)
+        kube.kubeconfig(tmp_path / "kubeconfig")
+        path = _write(tmp_path, prometheus, tmp_path / "kubeconfig")
+        config = yaml.safe_load(path.read_text())
+        config["prometheus"]["flink_rest_url"] = flink.url
+        path.write_text(yaml.safe_dump(config))
+        checks = dict(check_connections(load_config(path), granularity_override="vertex"))
+        job_level = dict(check_connections(load_config(path)))
+    flink.close()
+    problem = checks[f"per-vertex rescaling through {flink.url}"]
+    if expected is None:
+        assert problem is None
+    else:
+        assert (
+            problem.startswith("configuration error: scaling.granularity is vertex") and expected in problem
+        )
+    assert not any(what.startswith("per-vertex") for what in job_level)  # job granularity: not asked

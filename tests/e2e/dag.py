@@ -10,9 +10,11 @@ records/s per subtask, whatever the machine's load); CPU-bound: no wait, `burn` 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +26,7 @@ from config.backends import PrometheusConfig
 from messages.types import JobGraph, Observation
 from tests.e2e.daemon_process import DaemonProcess
 from tests.e2e.scenario import E2E_QUERIES
-from tests.e2e.stack import FlinkStack, PrometheusServer, wait_for
+from tests.e2e.stack import FlinkStack, PrometheusServer, compile_job, flink_home, wait_for
 
 DAG_WORK = 400_000
 """Hash rounds per record in `burn` (about 1 ms of CPU; `parse` does a quarter)."""
@@ -170,6 +172,45 @@ class DagStack:
             return None
 
         return wait_for(settled, timeout_s, f"the job saturated at {overload_rps:.0f} records/s", poll_s=3)
+
+
+@contextlib.contextmanager
+def chain_stack(
+    workdir: Path,
+    conf: dict,
+    initial_rps: int,
+    taskmanagers: int,
+    sink_wait_us: int = 0,
+    work: int = DAG_WORK,
+) -> Iterator[DagStack]:
+    """The chain job on its own cluster (Flink settings `conf` over the defaults) and Prometheus, started
+    at `taskmanagers` with the trace anchored to the job's start; stopped on exit."""
+    home = flink_home()
+    compile_job(home, workdir / "build")
+    wait_file = workdir / "sink-wait-us"
+    wait_file.write_text(f"{sink_wait_us}\n")
+    flink = FlinkStack(
+        workdir / "flink",
+        home,
+        work=work,
+        initial_rps=initial_rps,
+        job_args=("--topology", "chain", "--sink-wait-file", str(wait_file)),
+        conf=conf,
+    )
+    prometheus = PrometheusServer(workdir / "prometheus", flink.scrape_targets)
+    try:
+        flink.start(taskmanagers=taskmanagers)
+        stack = DagStack(flink, prometheus, wait_file)
+        start_ms = wait_for(
+            lambda: stack.value("max(flink_taskmanager_job_task_operator_traceStartMs)"),
+            60,
+            "the load job's trace start in Prometheus",
+        )
+        flink.trace.anchor(start_ms / 1000)
+        yield stack
+    finally:
+        flink.stop()
+        prometheus.stop()
 
 
 def sink_throughput_rps(readings: dict[str, VertexReading]) -> float:

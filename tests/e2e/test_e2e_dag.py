@@ -23,19 +23,19 @@ from tests.e2e.dag import (
     BURN,
     CPU_BOUND_TOLERANCE,
     DAG_FLINK_CONF,
-    DAG_WORK,
     PARSE,
     SOURCE,
     STORE,
     DagStack,
     assert_daemon_names_the_bottleneck,
+    chain_stack,
     flink_bottleneck,
     sink_throughput_rps,
     summary,
     vertex_readings,
 )
 from tests.e2e.scenario import daemon_config, record_figures
-from tests.e2e.stack import FlinkStack, PrometheusServer, compile_job, flink_home, wait_for
+from tests.e2e.stack import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -48,33 +48,10 @@ CPU_BOUND_OVERLOAD_RPS = 3_000
 
 @pytest.fixture(scope="module")
 def dag(tmp_path_factory) -> DagStack:
-    workdir = tmp_path_factory.mktemp("dag-stack")
-    home = flink_home()
-    compile_job(home, workdir / "build")
-    wait_file = workdir / "sink-wait-us"
-    wait_file.write_text("0\n")
-    flink = FlinkStack(
-        workdir / "flink",
-        home,
-        work=DAG_WORK,
-        initial_rps=LIGHT_RPS,
-        job_args=("--topology", "chain", "--sink-wait-file", str(wait_file)),
-        conf=DAG_FLINK_CONF,
-    )
-    prometheus = PrometheusServer(workdir / "prometheus", flink.scrape_targets)
-    try:
-        flink.start(taskmanagers=2)
-        stack = DagStack(flink, prometheus, wait_file)
-        start_ms = wait_for(
-            lambda: stack.value("max(flink_taskmanager_job_task_operator_traceStartMs)"),
-            60,
-            "the load job's trace start in Prometheus",
-        )
-        flink.trace.anchor(start_ms / 1000)
+    with chain_stack(
+        tmp_path_factory.mktemp("dag-stack"), DAG_FLINK_CONF, LIGHT_RPS, taskmanagers=2
+    ) as stack:
         yield stack
-    finally:
-        flink.stop()
-        prometheus.stop()
 
 
 def _light(dag: DagStack, taskmanagers: int) -> None:

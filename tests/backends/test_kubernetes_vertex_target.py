@@ -1,0 +1,207 @@
+"""The per-vertex Kubernetes targets against kmock (an emulator of the Kubernetes API over real HTTP: no
+real API server can run here) and, for Flink's REST API, a fake JobManager (tests/backends/fake_http.py:
+a real Flink cannot run beside kmock's pods, which nothing starts). The same REST path runs on real Flink
+in tests/e2e/test_e2e_vertex.py."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from kubernetes import client
+
+from backends.flinkrest import FlinkRest
+from backends.kubernetes import (
+    DELETION_COST,
+    OVERRIDES_KEY,
+    DeploymentScale,
+    FlinkDeploymentScale,
+    KubernetesVertexTarget,
+    NotLeader,
+)
+from tests.backends.fake_http import FakeServer
+from tests.backends.kube_emulator import TM_LABELS, KubeEmulator
+
+NS, NAME = "flink", "flink-taskmanager"
+JOB, A, B = "f" * 32, "a" * 32, "b" * 32
+
+
+class FakeJobManager:
+    """Flink's REST answers for one running job: its requirements, what runs, TaskManagers and tasks."""
+
+    def __init__(self, running: dict[str, int], taskmanagers: dict[str, int]) -> None:
+        self.running = dict(running)
+        self.requirements = {v: [1, p] for v, p in running.items()}
+        self.taskmanagers = dict(taskmanagers)
+        self.running_since_ms = 0
+        self.put_status: tuple[int, dict] = (200, {})
+        self.server = FakeServer(self.reply)
+        self.rest = FlinkRest(self.server.url, timeout_s=2)
+
+    def puts(self) -> list[dict]:
+        return [json.loads(r["body"]) for r in self.server.requests if r.get("method") == "PUT"]
+
+    def reply(self, handler) -> tuple[int, bytes]:
+        path = handler.path
+        if handler.command == "PUT":
+            status, body = self.put_status
+            if status == 200:
+                self.requirements = {
+                    v: [b["parallelism"]["lowerBound"], b["parallelism"]["upperBound"]]
+                    for v, b in json.loads(handler.body).items()
+                }
+            return status, json.dumps(body).encode()
+        answers = {
+            "/jobs/overview": {"jobs": [{"jid": JOB, "state": "RUNNING", "start-time": 1}]},
+            f"/jobs/{JOB}/resource-requirements": {
+                v: {"parallelism": {"lowerBound": lo, "upperBound": up}}
+                for v, (lo, up) in self.requirements.items()
+            },
+            f"/jobs/{JOB}": {
+                "state": "RUNNING",
+                "vertices": [
+                    {"id": v, "parallelism": p, "status": "RUNNING"} for v, p in self.running.items()
+                ],
+            },
+            "/taskmanagers": {
+                "taskmanagers": [{"id": t, "assignedTasks": n} for t, n in self.taskmanagers.items()]
+            },
+        }
+        if path.endswith("/subtasktimes"):
+            return 200, json.dumps(
+                {"subtasks": [{"timestamps": {"RUNNING": self.running_since_ms}}]}
+            ).encode()
+        return (200, json.dumps(answers[path]).encode()) if path in answers else (404, b"{}")
+
+    def restart_at(self, parallelism: dict[str, int], after_put_s: float) -> None:
+        """What Flink shows once the job has restarted at `parallelism`, `after_put_s` after the PUT."""
+        self.running = dict(parallelism)
+        self.running_since_ms = int((self.put_at_s + after_put_s) * 1000)
+
+
+@pytest.fixture
+def kube():
+    with KubeEmulator() as emulator:
+        yield emulator
+
+
+def _pod(kube: KubeEmulator, name: str, ip: str) -> None:
+    core = client.CoreV1Api(kube.api())
+    core.create_namespaced_pod(
+        NS, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS, "labels": TM_LABELS},
+             "spec": {"containers": [{"name": "taskmanager", "image": "flink:2.3"}]}},
+    )  # fmt: skip
+    core.patch_namespaced_pod_status(
+        name, NS, {"status": {"podIP": ip}}, _content_type="application/merge-patch+json"
+    )
+
+
+def _deployment_target(kube: KubeEmulator, flink: FakeJobManager, leadership=None) -> KubernetesVertexTarget:
+    return KubernetesVertexTarget(
+        DeploymentScale(kube.api(), NS, NAME, 5.0), flink.rest, 2, 0.001, leadership
+    )
+
+
+def test_a_scale_up_raises_the_replicas_first_and_puts_once_the_new_taskmanager_registered(kube):
+    kube.create_deployment(NS, NAME, replicas=1)
+    flink = FakeJobManager({A: 1, B: 1}, {"10.0.0.1:6122-aaaaaa": 2})
+    target = _deployment_target(kube, flink)
+    target.scale_vertices({A: 1, B: 2}, 2, now_s=0.0)
+    assert kube.replicas(NS, NAME) == 2 and flink.puts() == []  # the TaskManager is not up yet
+    assert target.execution.advance() is None and flink.puts() == []
+    flink.taskmanagers["flink-taskmanager-1"] = 0  # registered (resource id = pod name)
+    flink.put_at_s = time.time()
+    assert target.execution.advance() is None
+    assert flink.puts() == [
+        {
+            A: {"parallelism": {"lowerBound": 1, "upperBound": 1}},
+            B: {"parallelism": {"lowerBound": 1, "upperBound": 2}},
+        }
+    ]
+    flink.restart_at({A: 1, B: 2}, after_put_s=3.0)
+    completed = target.execution.advance()
+    assert completed.granularity == "vertex" and completed.vertex_parallelism == {A: 1, B: 2}
+    assert completed.downtime_s == pytest.approx(3.0, abs=0.5)
+    assert [p.data for p in kube.requests("PATCH", "/scale")] == [{"spec": {"replicas": 2}}]
+    flink.server.close()
+
+
+def _two_pods(kube: KubeEmulator, names: tuple[str, str], running: dict[str, int], tasks: tuple[int, int]):
+    """Two TaskManager pods (10.0.0.1, 10.0.0.2) with Flink's default resource ids, holding `tasks`."""
+    kube.create_deployment(NS, NAME, replicas=2)
+    _pod(kube, names[0], "10.0.0.1")
+    _pod(kube, names[1], "10.0.0.2")
+    flink = FakeJobManager(running, {"10.0.0.1:6122-aaaaaa": tasks[0], "10.0.0.2:6122-bbbbbb": tasks[1]})
+    return flink, _deployment_target(kube, flink)
+
+
+def test_a_scale_down_removes_only_the_pod_whose_taskmanager_holds_no_task(kube):
+    flink, target = _two_pods(kube, ("tm-busy", "tm-free"), {A: 1, B: 2}, (4, 1))
+    flink.put_at_s = time.time()
+    target.scale_vertices({A: 1, B: 1}, 1, now_s=0.0)
+    assert len(flink.puts()) == 1 and kube.replicas(NS, NAME) == 2  # PUT at once; no pod removed yet
+    assert target.execution.advance() is None and kube.replicas(NS, NAME) == 2
+    flink.restart_at({A: 1, B: 1}, after_put_s=2.0)
+    flink.taskmanagers["10.0.0.2:6122-bbbbbb"] = 0  # after the restart Flink left it without tasks
+    assert target.execution.advance() is not None
+    core = client.CoreV1Api(kube.api())
+    costs = {
+        p: (core.read_namespaced_pod(p, NS).metadata.annotations or {}).get(DELETION_COST)
+        for p in ("tm-busy", "tm-free")
+    }
+    assert costs == {"tm-busy": None, "tm-free": "-1000"}
+    assert kube.replicas(NS, NAME) == 1 and target.execution.keep_taskmanagers is None
+    flink.server.close()
+
+
+def test_a_replica_is_kept_while_its_taskmanager_still_holds_tasks(kube):
+    flink, target = _two_pods(kube, ("tm-0", "tm-1"), {A: 1, B: 1}, (3, 1))
+    target.execution.keep_taskmanagers = 1  # a finished scale-down whose surplus is not free yet
+    target.execution.advance()
+    core = client.CoreV1Api(kube.api())
+    assert kube.replicas(NS, NAME) == 2
+    assert all(not core.read_namespaced_pod(p, NS).metadata.annotations for p in ("tm-0", "tm-1"))
+    flink.server.close()
+
+
+def test_a_standby_replica_leaves_the_cluster_alone(kube):
+    kube.create_deployment(NS, NAME, replicas=1)
+    flink = FakeJobManager({A: 1}, {})
+
+    class Standby:
+        def is_leader(self) -> bool:
+            return False
+
+    with pytest.raises(NotLeader):
+        _deployment_target(kube, flink, Standby()).scale_vertices({A: 2}, 2, now_s=0.0)
+    assert kube.replicas(NS, NAME) == 1 and flink.puts() == []
+    flink.server.close()
+
+
+def test_a_flinkdeployment_gets_the_overrides_for_the_operator_to_rescale_in_place(kube):
+    custom = client.CustomObjectsApi(kube.api())
+    custom.create_namespaced_custom_object(
+        "flink.apache.org", "v1beta1", NS, "flinkdeployments",
+        {"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment",
+         "metadata": {"name": "chain", "namespace": NS},
+         "spec": {"flinkVersion": "v2_3", "flinkConfiguration": {"jobmanager.scheduler": "adaptive"},
+                  "job": {"jarURI": "local:///job.jar", "parallelism": 1}}},
+    )  # fmt: skip
+    flink = FakeJobManager({A: 1, B: 1}, {})
+    resource = FlinkDeploymentScale(kube.api(), NS, "chain", "spec.job.parallelism", 5.0)
+    target = KubernetesVertexTarget(resource, flink.rest, 2, 0.001)
+    flink.put_at_s = time.time()
+    target.scale_vertices({A: 1, B: 3}, 3, now_s=0.0)
+    stored = custom.get_namespaced_custom_object(
+        "flink.apache.org", "v1beta1", NS, "flinkdeployments", "chain"
+    )
+    assert stored["spec"]["flinkConfiguration"] == {
+        "jobmanager.scheduler": "adaptive",
+        OVERRIDES_KEY: f"{A}:1,{B}:3",
+    }
+    assert flink.puts() == []  # the operator PUTs the requirements, not foresail
+    assert target.execution.advance() is None
+    flink.restart_at({A: 1, B: 3}, after_put_s=4.0)  # the operator's in-place rescale has landed
+    assert target.execution.advance().downtime_s == pytest.approx(4.0, abs=0.5)
+    flink.server.close()
