@@ -128,9 +128,14 @@ class RescaleFollower:
         pending = self.pending
         try:
             completed = execution.advance()
-        except Exception as error:
+        except Exception as error:  # a refused PUT leaves nothing to follow; an unreachable API, a retry
             completed = None
-            self.log.warning("vertex-rescale-progress-unknown", error=f"{type(error).__name__}: {error}")
+            self.log.warning("vertex-rescale-step-failed", error=f"{type(error).__name__}: {error}")
+            if pending is not None and execution.idle():
+                self._finish(
+                    "failed", now_s - pending.since_s, pending, error=f"{type(error).__name__}: {error}"
+                )
+                return None
         if pending is None:
             return None
         if completed is not None:

@@ -157,6 +157,22 @@ def test_a_per_vertex_rescale_that_never_lands_is_given_up_and_the_loop_may_deci
     assert outcomes == [("timeout", 31.0)] and target.target.execution.idle()
 
 
+def test_a_put_refused_once_the_taskmanagers_are_up_ends_the_rescale_at_once():
+    source, target, rescaler, outcomes = _wired(registered=1)
+    target.scale_vertices({A: 1, B: 200}, 2, now_s=0.0)
+    assert source.observe(5.0, 60).problems  # waiting for the TaskManager
+
+    def refuse(targets):
+        raise RescaleRejected(
+            "Flink rejected the requirements (HTTP 400, a planning bug): above max parallelism"
+        )
+
+    rescaler.request = refuse
+    target.target.execution.pool.registered_count = 2
+    assert source.observe(10.0, 60).problems == ()  # nothing left to follow: the loop decides again
+    assert outcomes == [("failed", 10.0)]
+
+
 def test_recommend_only_neither_puts_nor_follows():
     source, target, rescaler, _ = _wired(recommend_only=True)
     with pytest.raises(NotApplied, match="recommend-only"):
