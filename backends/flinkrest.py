@@ -126,6 +126,11 @@ class FlinkRest:
             return None
         return {str(v["id"]): int(v["parallelism"]) for v in vertices}
 
+    def scheduled_s(self, job_id: str) -> float:
+        """Epoch seconds at which the job's current execution was created: on the adaptive scheduler, when
+        its last restart (a rescale) stopped the previous one."""
+        return int(self._get(f"/jobs/{job_id}")["timestamps"]["CREATED"]) / 1000
+
     def last_subtask_running_s(self, job_id: str, vertex_ids: list[str]) -> float:
         """Epoch seconds at which the last subtask of these vertices switched to RUNNING (Flink's clock)."""
         latest_ms = 0

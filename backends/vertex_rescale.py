@@ -6,7 +6,9 @@ target differs from its declared upper bound (the others keep theirs), PUT the c
 checkpoint (`../shared/docs/per-vertex.md`). The rescale is finished when `/jobs/:jobid` shows every vertex
 RUNNING at its upper bound; its downtime runs from the PUT to the moment the last subtask switched to
 RUNNING, read from Flink's own subtask timestamps (`/jobs/:jobid` is cached for seconds, so polling it
-would round the ~3 s rescale up to its refresh interval).
+would round the ~3 s rescale up to its refresh interval). That is the issue's measure; it includes the
+wait for the next checkpoint, during which the job still processes. The restart alone (the new execution
+created → the last subtask RUNNING) is logged beside it as `restart_s`.
 
 Lower bound 1, as the Flink operator's standalone autoscaler does: a vertex that cannot get all its slots
 then runs with fewer instead of failing the job.
@@ -149,14 +151,24 @@ class VertexRescaler:
             if running != rescale.vertex_parallelism:
                 return None
             restarted_s = self.rest.last_subtask_running_s(rescale.job_id, list(running))
+            created_s = self.rest.scheduled_s(rescale.job_id)
         except (requests.RequestException, KeyError, TypeError, ValueError):
             return None
-        return CompletedRescale(
+        completed = CompletedRescale(
             requested_s=rescale.requested_s,
             finished_s=max(rescale.requested_s, restarted_s),
             granularity="vertex",
             vertex_parallelism=dict(running),
         )
+        self.log.info(
+            "vertex-rescale-finished",
+            job_id=rescale.job_id,
+            downtime_s=round(completed.downtime_s, 3),
+            restart_s=round(completed.finished_s - created_s, 3)
+            if created_s >= completed.requested_s
+            else None,
+        )
+        return completed
 
 
 def _first_error(response: requests.Response) -> str:

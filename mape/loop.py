@@ -1,7 +1,8 @@
 """One MAPE-K iteration: Monitor → Analyze → Plan → Execute, then persist Knowledge and audit.
 
 A phase that fails is logged and the iteration holds: nothing raises out of `iterate`. A decision that
-changes the managed memory goes to the target's `reconfigure` (a restart like a rescale) and, once
+names a parallelism per vertex goes to the target's `scale_vertices` (a `VertexScalingTarget`). A decision
+that changes the managed memory goes to the target's `reconfigure` (a restart like a rescale) and, once
 executed, to the analysis extensions (mape/extensions.py), which learn from it (the memory extension: each
 stateful operator's decision history).
 """
@@ -103,16 +104,15 @@ class MapeLoop:
 
     def _execute(self, result: IterationResult) -> None:
         decision, knowledge = result.decision, self.knowledge
+        if decision.changes_vertices and not decision.changes_memory:
+            self._execute_vertices(result)
+            return
         if decision.reconfigures:
             # a target that cannot change memory (an older backend) still gets the scale-out
             reconfigure = getattr(self.target, "reconfigure", None)
             memory_applied = decision.changes_memory and reconfigure is not None
             try:
-                if decision.changes_vertices:  # per-vertex granularity (mape/interfaces.VertexScalingTarget)
-                    self.target.scale_vertices(
-                        decision.target_vertex_parallelism, decision.target_scaleout, result.time_s
-                    )
-                elif memory_applied:
+                if memory_applied:
                     reconfigure(decision.target_scaleout, decision.target_managed_mb, result.time_s)
                 elif decision.action != "hold":
                     self.target.scale_to(decision.target_scaleout, result.time_s)
@@ -137,6 +137,25 @@ class MapeLoop:
                 return
         if result.observation is not None and result.observation.parallelism:
             knowledge.last_target_scaleout = result.observation.parallelism
+
+    def _execute_vertices(self, result: IterationResult) -> None:
+        """A per-vertex rescale: every vertex's parallelism and the TaskManagers in one step. Its downtime
+        comes back measured (`Observation.completed_rescales`), so no recovery watch is started for it: the
+        watch would teach the reactive-mode downtimes, which the per-vertex path must not share."""
+        decision, knowledge = result.decision, self.knowledge
+        scale_vertices = getattr(self.target, "scale_vertices", None)
+        try:
+            if scale_vertices is None:
+                raise TypeError(f"{type(self.target).__name__} cannot rescale single vertices")
+            scale_vertices(decision.target_vertex_parallelism, decision.target_scaleout, result.time_s)
+        except Exception as error:
+            result.errors["execute"] = _describe(error)
+            return
+        result.executed = True
+        knowledge.last_rescale_s = result.time_s
+        knowledge.last_target_scaleout = decision.target_scaleout
+        for extension in self.analyzer.extensions:
+            extension.after_execute(result.assessment, decision, False, knowledge)
 
     def _audit(self, result: IterationResult, iteration: int, duration_ms: float) -> None:
         """One JSON event per iteration: inputs, capacities, the decision and its reasons."""

@@ -353,19 +353,20 @@ class Decision:
     """Per-vertex granularity: vertex id → parallelism wanted (every vertex of the graph); None at job
     granularity. `target_scaleout` then holds the TaskManagers that carry it."""
     current_vertex_parallelism: dict[str, int] | None = None
-    """Per-vertex granularity: vertex id → parallelism the job runs at when deciding (None: unknown)."""
+    """Per-vertex granularity: vertex id → parallelism running when the decision was taken."""
+    vertex_rules: dict[str, str] | None = None
+    """Per-vertex granularity: vertex id → the rule that set its parallelism (for the audit log)."""
+
+    @property
+    def changes_vertices(self) -> bool:
+        """Whether some vertex gets another parallelism (a per-vertex rescale, even at the same TaskManagers)."""
+        return self.target_vertex_parallelism is not None and self.target_vertex_parallelism != (
+            self.current_vertex_parallelism or {}
+        )
 
     @property
     def changes_memory(self) -> bool:
         return self.target_managed_mb is not None and self.target_managed_mb != self.current_managed_mb
-
-    @property
-    def changes_vertices(self) -> bool:
-        """A per-vertex target that differs from what runs (every vertex's parallelism kept: no change)."""
-        return (
-            self.target_vertex_parallelism is not None
-            and self.target_vertex_parallelism != self.current_vertex_parallelism
-        )
 
     @property
     def reconfigures(self) -> bool:
@@ -384,6 +385,10 @@ class Decision:
             return "scale_out"
         if self.target_scaleout < self.current_scaleout:
             return "scale_in"
+        if self.changes_vertices:  # same TaskManagers, other vertex parallelism: adding subtasks or not
+            current = self.current_vertex_parallelism or {}
+            grows = any(p > current.get(v, 0) for v, p in self.target_vertex_parallelism.items())
+            return "scale_out" if grows else "scale_in"
         return "hold"
 
     def to_dict(self) -> dict[str, object]:
@@ -401,12 +406,13 @@ class Decision:
         )
 
     def _vertex_dict(self) -> dict[str, object]:
-        """Per-vertex fields only at vertex granularity."""
+        """Per-vertex fields only at vertex granularity (job-level audit events stay as they were)."""
         if self.target_vertex_parallelism is None:
             return {}
         return {
             "current_vertex_parallelism": self.current_vertex_parallelism,
             "target_vertex_parallelism": self.target_vertex_parallelism,
+            "vertex_rules": self.vertex_rules,
         }
 
     def _memory_dict(self) -> dict[str, object]:
@@ -431,6 +437,11 @@ class Decision:
             current_managed_mb=data.get("current_managed_mb"),
             target_managed_mb=data.get("target_managed_mb"),
             target_memory_level=data.get("target_memory_level"),
-            target_vertex_parallelism=data.get("target_vertex_parallelism"),
-            current_vertex_parallelism=data.get("current_vertex_parallelism"),
+            target_vertex_parallelism=_int_map(data.get("target_vertex_parallelism")),
+            current_vertex_parallelism=_int_map(data.get("current_vertex_parallelism")),
+            vertex_rules=None if data.get("vertex_rules") is None else dict(data["vertex_rules"]),
         )
+
+
+def _int_map(data: dict | None) -> dict[str, int] | None:
+    return None if data is None else {str(k): int(v) for k, v in data.items()}

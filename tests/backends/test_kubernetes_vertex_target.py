@@ -60,6 +60,7 @@ class FakeJobManager:
             },
             f"/jobs/{JOB}": {
                 "state": "RUNNING",
+                "timestamps": {"CREATED": self.running_since_ms - 1000},
                 "vertices": [
                     {"id": v, "parallelism": p, "status": "RUNNING"} for v, p in self.running.items()
                 ],

@@ -126,6 +126,7 @@ def test_the_bottleneck_vertex_alone_is_raised_through_rest_and_lowered_when_the
             "the completed rescale in an observation",
         )  # fmt: skip
         up = completed[0]
+        up_restart_s = up.finished_s - flink.rest.scheduled_s(flink.rest.live_job_id())
         assert up.granularity == "vertex" and up.vertex_parallelism[decision_id(decision, names, STORE)] == 2
         assert 0 < up.downtime_s < 60, up
 
@@ -156,6 +157,7 @@ def test_the_bottleneck_vertex_alone_is_raised_through_rest_and_lowered_when_the
     job = flink.rest.live_job_id()
     assert flink.rest.running_vertex_parallelism(job) is not None
     assert flink.rest.last_subtask_running_s(job, list(down.vertex_parallelism)) == down.finished_s
+    down_restart_s = down.finished_s - flink.rest.scheduled_s(job)
     record_figures(
         "per-vertex-local-flink",
         {
@@ -164,6 +166,8 @@ def test_the_bottleneck_vertex_alone_is_raised_through_rest_and_lowered_when_the
             "load_fall_to_decision_s": round(lowered.time_s - fall_s, 1),
             "scale_up_downtime_s": round(up.downtime_s, 2),
             "scale_down_downtime_s": round(down.downtime_s, 2),
+            "scale_up_restart_s": round(up_restart_s, 2),
+            "scale_down_restart_s": round(down_restart_s, 2),
             "machine_load_1m": round(os.getloadavg()[0], 2),
         },
     )
