@@ -109,7 +109,7 @@ def test_the_bottleneck_vertex_alone_is_raised_through_rest_and_lowered_when_the
     config["prometheus"]["query_worker_throughput"] = WIDEST_VERTEX_THROUGHPUT
     with vertex_loop(config, flink, tmp_path, interval_s=5) as loop:
         rise_s = flink.trace.hold(HIGH_RPS)
-        raised = wait_for(lambda: loop.executed("test-raise-bottleneck"), 240, "the bottleneck vertex raised")
+        raised = wait_for(lambda: loop.executed("scale_out"), 240, "the bottleneck vertex raised")
         decision = raised.decision
         names = {v.vertex_id: v.name for v in raised.assessment.vertices}
         changed = {names[v]: p for v, p in decision.target_vertex_parallelism.items() if p != 1}
@@ -131,7 +131,7 @@ def test_the_bottleneck_vertex_alone_is_raised_through_rest_and_lowered_when_the
         assert 0 < up.downtime_s < 60, up
 
         fall_s = flink.trace.hold(LOW_RPS)
-        lowered = wait_for(lambda: loop.executed("test-lower-vertices"), 240, "the sink lowered")
+        lowered = wait_for(lambda: loop.executed("scale_in"), 240, "the sink lowered")
         assert {names[v]: p for v, p in lowered.decision.target_vertex_parallelism.items()} == {
             SOURCE: 1, "parse": 1, "burn": 1, STORE: 1,
         }  # fmt: skip

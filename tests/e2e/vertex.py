@@ -3,9 +3,11 @@ foresail's loop in this process with the local per-vertex target, and — until 
 issue 13 point 2 is merged — a minimal test policy that raises the vertex the DAG analysis names as the
 bottleneck.
 
-THE SEAM: `BottleneckVertexPlan` stands in for the real per-vertex plan. Once it is merged, replace
-`vertex_loop`'s `loop.plan = BottleneckVertexPlan(...)` by the plan `make_loop` builds with
-`scaling.granularity: vertex`; the test's assertions do not depend on which plan decides.
+THE SEAM: `BottleneckVertexPlan` stands in for the real per-vertex plan. Once it is merged, drop
+`vertex_loop`'s `loop.plan = BottleneckVertexPlan(...)` and give the test's config `scaling.granularity:
+vertex` (and the policy to test, instead of the forecast-free `ds2` it names now) so that `make_loop` builds
+the real plan and its analysis extensions; the test waits for applied per-vertex decisions by action
+(`VertexLoop.executed`), not by rule, so its assertions do not depend on which plan decides.
 """
 
 from __future__ import annotations
@@ -115,8 +117,17 @@ class VertexLoop:
         with self._lock:
             return list(self.results)
 
-    def executed(self, rule: str) -> IterationResult | None:
-        return next((r for r in self.snapshot() if r.executed and r.decision.rule == rule), None)
+    def executed(self, action: str) -> IterationResult | None:
+        """The first iteration that applied a per-vertex decision of this action (scale_out: some vertex
+        gets more subtasks; scale_in: fewer), whichever plan decided it."""
+        return next(
+            (
+                r
+                for r in self.snapshot()
+                if r.executed and r.decision.changes_vertices and r.decision.action == action
+            ),
+            None,
+        )
 
 
 def vertex_loop(config_dict: dict, flink: FlinkStack, workdir: Path, interval_s: float) -> VertexLoop:
