@@ -35,7 +35,7 @@ from messages.types import CompletedRescale
 Bounds = tuple[int, int]
 REACTIVE_MARKER = "reactive mode"
 """Part of Flink's 500 answer to a PUT on a reactive-mode job ('Cannot change the parallelism of a job
-running in reactive mode', Flink 1.18–2.3)."""
+running in reactive mode', as Flink 2.3 words it)."""
 
 
 class RescaleRejected(RuntimeError):
