@@ -140,6 +140,34 @@ class ScalingConfig(Section):
     latency_target_ms: float = Field(
         2000.0, gt=0, description="Mean end-to-end latency the 'latency' objective plans for."
     )
+    granularity: Literal["job", "vertex"] = Field(
+        "job",
+        description="job: reactive mode, every vertex at the job's scale-out (one TaskManager per worker). "
+        "vertex: the adaptive scheduler; the plan decides every vertex's parallelism and the TaskManagers "
+        "that carry them (slots = the largest vertex parallelism per slot-sharing group, summed over groups; "
+        "TaskManagers = ceil(slots / slots_per_taskmanager)), rescaled through Flink's REST API in one step. "
+        "min/max_scaleout then bound the TaskManagers. 'foresail', 'ds2' and 'flink-operator' plan per "
+        "vertex; other policies set every vertex to their scale-out.",
+    )
+    slots_per_taskmanager: int = Field(
+        1,
+        ge=1,
+        description="vertex granularity: task slots of one TaskManager (taskmanager.numberOfTaskSlots). The "
+        "twin runs one slot (one core) per TaskManager.",
+    )
+    slot_sharing_groups: dict[str, str] = Field(
+        default_factory=dict,
+        description="vertex granularity: vertex name → slot-sharing group; vertices not named share the "
+        "'default' group (Flink's default: every vertex in one group).",
+    )
+    subtask_price: float = Field(
+        0.0,
+        ge=0,
+        description="vertex granularity: price of one subtask (its threads, buffers, per-subtask overhead) "
+        "relative to one TaskManager; above 0 a vertex is scaled down on its own when the subtasks it sheds "
+        "outweigh a restart's cost, at 0 only when that saves slots or rides along with a rescale that "
+        "happens anyway.",
+    )
 
     @model_validator(mode="after")
     def _bounds_ordered(self) -> ScalingConfig:
@@ -173,6 +201,13 @@ class RecoveryConfig(Section):
     )
     downtime_out_s: float = Field(30.0, ge=0, description="Initial downtime estimate when scaling out.")
     downtime_in_s: float = Field(15.0, ge=0, description="Initial downtime estimate when scaling in.")
+    vertex_downtime_s: float = Field(
+        3.0,
+        ge=0,
+        description="Initial downtime estimate of a per-vertex rescale (scaling.granularity: vertex), learned "
+        "from the rescales the execute side measures (request to every vertex running at its target): "
+        "3.0-3.2 s measured on Flink 2.3 outside the adaptive scheduler's cooldown (docs: per-vertex.md).",
+    )
 
 
 class ForecastConfig(Section):
@@ -360,6 +395,36 @@ class BaselinesConfig(Section):
         gt=0,
         description="ds2: target rate as a multiple of the observed source rate (the paper used 1.0).",
     )
+    ds2_activation_intervals: int = Field(
+        1,
+        ge=1,
+        description="ds2 (vertex granularity): activation time, consecutive policy decisions considered "
+        "before a rescale; the highest parallelism per operator among them is applied (DS2 §4.2: 1 in the "
+        "Heron and Flink runs, 5 in the convergence runs).",
+    )
+    ds2_warmup_intervals: int = Field(
+        1,
+        ge=0,
+        description="ds2 (vertex granularity): policy intervals ignored after a rescale (DS2 §4.2 warm-up).",
+    )
+    ds2_scaling_factor: float = Field(
+        1.0,
+        gt=0,
+        description="ds2 (vertex granularity): each operator's computed parallelism is multiplied by this "
+        "before rounding up (1.0: DS2's exact model; more over-provisions against uncaptured overheads).",
+    )
+    ds2_min_change: int = Field(
+        1,
+        ge=0,
+        description="ds2 (vertex granularity): changes of an operator's parallelism by at most this much are "
+        "ignored as metric noise, unless the job falls behind (DS2 §4.2 'ignores minor changes').",
+    )
+    operator_scale_up_max_factor: float = Field(
+        100000.0,
+        gt=0,
+        description="flink-operator: job.autoscaler.scale-up.max-factor (share of the parallelism one "
+        "scale-up may add).",
+    )
 
 
 class MemoryConfig(Section):
@@ -471,6 +536,14 @@ class Config(Section):
             raise ValueError(
                 f"scaling.max_scaleout ({self.scaling.max_scaleout}) exceeds what the twin can run "
                 f"(max parallelism {TWIN_MAX_PARALLELISM})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _twin_runs_one_slot_per_taskmanager(self) -> Config:
+        if self.target.kind == "twin" and self.scaling.slots_per_taskmanager != 1:
+            raise ValueError(
+                "scaling.slots_per_taskmanager: the twin runs one slot (one core) per TaskManager; set 1"
             )
         return self
 

@@ -252,4 +252,4 @@ def make_twin(config: Config, initial_scaleout: int | None = None) -> TwinWorld:
         topology=None if twin_config.topology == "single" else topology,  # the twin's own key knobs
     )
     source = TwinMetricsSource(twin, scrape_interval_s=twin_config.scrape_interval_s)
-    return TwinWorld(twin, source, TwinScalingTarget(twin))
+    return TwinWorld(twin, source, TwinScalingTarget(twin, source))

@@ -13,6 +13,13 @@ cost-1.0 vertex (`worker_capacity_rps`, sized from the trace). The job sustains 
 busy time stays ≤ 1 s/s and every TaskManager's CPU demand (busy time × CPU share, plus overheads) stays
 ≤ one core; the first limit reached is the bottleneck.
 
+Per-vertex parallelism (the adaptive scheduler, `vertex_parallelism` set): vertex v runs p_v subtasks and
+slot sharing puts subtask i of every vertex with p_v > i into slot i, so the job needs max p_v slots, one
+TaskManager (one core) each. A slot's core is shared by the subtasks in it, so a slot holding subtask 0 of
+every vertex binds before one that holds only the widest vertex's; the per-subtask overheads (busy time,
+CPU, memory) are paid only by subtasks that exist. A forward edge between vertices of different
+parallelism is pointwise in Flink: the receiving vertex's share is then even.
+
 A stateful job's state vertex also depends on the managed memory per slot and on its key share (the part
 of the state each subtask must cache): `simulator.memory_model`. A memory change restarts the
 TaskManagers in place (same names, same hardware), so only the memory part of their capacity changes.
@@ -67,6 +74,25 @@ class JobLoad:
     """(workers,): each subtask's share of the stateful vertex's input."""
     capacity_rps: float
     bottleneck: int
+    present: np.ndarray | None = None
+    """(vertices × workers): which subtasks exist (per-vertex parallelism); None: every vertex on every
+    worker (reactive mode)."""
+    overhead_cpu_by_vertex: np.ndarray | None = None
+    """(vertices,): fixed CPU of one subtask of each vertex (with `present`)."""
+
+    @property
+    def parallelism(self) -> tuple[int, ...]:
+        """Subtasks per vertex."""
+        if self.present is None:
+            return (self.busy_per_record.shape[1],) * self.busy_per_record.shape[0]
+        return tuple(int(p) for p in self.present.sum(axis=1))
+
+    @property
+    def overhead_busy_matrix(self) -> np.ndarray:
+        """(vertices × workers): fixed busy share of each subtask (0 where none exists)."""
+        if self.present is None:
+            return np.broadcast_to(self.overhead_busy[:, None], self.busy_per_record.shape)
+        return self.overhead_busy[:, None] * self.present
 
     @property
     def cpu_per_record(self) -> np.ndarray:
@@ -74,9 +100,12 @@ class JobLoad:
         return self.cpu_share @ self.busy_per_record
 
     @property
-    def fixed_cpu(self) -> float:
-        """CPU cores each TaskManager uses at zero load (overheads)."""
-        return float(self.cpu_share @ self.overhead_busy) + self.overhead_cpu
+    def fixed_cpu(self) -> float | np.ndarray:
+        """CPU cores each TaskManager uses at zero load (overheads): one number in reactive mode, one per
+        TaskManager with per-vertex parallelism."""
+        if self.present is None:
+            return float(self.cpu_share @ self.overhead_busy) + self.overhead_cpu
+        return self.cpu_share @ self.overhead_busy_matrix + self.overhead_cpu_by_vertex @ self.present
 
 
 class Deployment:
@@ -109,6 +138,8 @@ class Deployment:
         self._speeds: list[float] = []
         self._next_number = 1
         self._position_history: list[list[WorkerInfo]] = []
+        self.vertex_parallelism: tuple[int, ...] | None = None
+        """Subtasks per vertex (per-vertex granularity; the workers are then max of it); None: reactive mode."""
 
     @property
     def size(self) -> int:
@@ -150,12 +181,95 @@ class Deployment:
 
     def load(self) -> JobLoad:
         """The current deployment's coefficients."""
+        if self.vertex_parallelism is not None:
+            return self._vertex_load_of(self._speeds, self.managed_mb, self.vertex_parallelism)
         return self._load_of(self._speeds, self.managed_mb)
+
+    def vertex_shares(self, parallelism: tuple[int, ...]) -> np.ndarray:
+        """(vertices × max parallelism): each subtask's share of its vertex's input, 0 where none exists."""
+        n = max(parallelism)
+        rows = np.zeros((len(self.topology.vertices), n))
+        for v, (vertex, p) in enumerate(zip(self.topology.vertices, parallelism, strict=True)):
+            if vertex.keyed:
+                rows[v, :p] = subtask_shares(self._key_groups[v].loads, p)
+            elif vertex.ship == "BROADCAST":
+                rows[v, :p] = 1.0
+            elif vertex.ship == "FORWARD" and len(vertex.inputs) == 1:
+                upstream = self.topology.index(vertex.inputs[0])
+                rows[v] = (
+                    rows[upstream] if parallelism[upstream] == p else np.where(np.arange(n) < p, 1 / p, 0)
+                )
+            else:
+                rows[v, :p] = 1.0 / p
+        return rows
+
+    def _vertex_load_of(
+        self, speeds: list[float], managed_mb: float, parallelism: tuple[int, ...]
+    ) -> JobLoad:
+        """`_load_of` with per-vertex parallelism: subtasks exist only where p_v > slot index."""
+        topology, n = self.topology, len(speeds)
+        shares = self.vertex_shares(parallelism)
+        present = np.arange(n)[None, :] < np.array(parallelism)[:, None]
+        stateful = topology.stateful_index
+        unit_rps = self.worker_capacity_rps * np.asarray(speeds)
+        overhead = np.array([v.overhead_busy_ms / 1000.0 for v in topology.vertices])
+        capacity = np.full((len(topology.vertices), n), math.inf)
+        for v, (vertex, p) in enumerate(zip(topology.vertices, parallelism, strict=True)):
+            subtask_rps = unit_rps[:p] / vertex.cost
+            if v == stateful:
+                subtask_rps = subtask_rps * capacity_factors(self.profile, managed_mb, shares[v, :p])
+            if vertex.cost_per_1k_keys_held > 0:
+                held = self._key_groups[v].keys_held(p)
+                subtask_rps = subtask_rps / (1.0 + vertex.cost_per_1k_keys_held * held / 1000.0)
+            load = self._ratios[v] * shares[v, :p]
+            with np.errstate(divide="ignore"):
+                capacity[v, :p] = np.where(load > 0, (1.0 - overhead[v]) * subtask_rps / load, math.inf)
+        with np.errstate(divide="ignore"):
+            busy_per_record = np.where(np.isfinite(capacity), (1.0 - overhead[:, None]) / capacity, 0.0)
+        cpu_share = np.array([v.cpu_share for v in topology.vertices])
+        overhead_cpu = np.array([v.overhead_cpu for v in topology.vertices])
+        vertex_limit = capacity.min(axis=1)
+        bottleneck = int(np.argmin(vertex_limit))
+        capacity_rps = float(vertex_limit[bottleneck])
+        cpu_per_record = cpu_share @ busy_per_record
+        spare_cpu = 1.0 - cpu_share @ (overhead[:, None] * present) - overhead_cpu @ present
+        with np.errstate(divide="ignore"):
+            cpu_limit = float(np.min(np.where(cpu_per_record > 0, spare_cpu / cpu_per_record, math.inf)))
+        if cpu_limit < capacity_rps * (1.0 - 1e-9):
+            capacity_rps, bottleneck = max(cpu_limit, 0.0), CPU_BOTTLENECK
+        source = next(i for i, v in enumerate(topology.vertices) if not v.inputs)
+        return JobLoad(
+            shares,
+            capacity,
+            busy_per_record,
+            overhead,
+            cpu_share,
+            float(overhead_cpu.sum()),
+            shares[source],
+            shares[stateful],
+            capacity_rps,
+            bottleneck,
+            present,
+            overhead_cpu,
+        )
+
+    def vertex_capacity_rps_for(self, parallelism: tuple[int, ...]) -> float:
+        """Job capacity if the vertices ran at `parallelism` now (the oldest workers, then new pods)."""
+        n = max(parallelism)
+        speeds = self._speeds[:n]
+        number = self._next_number
+        while len(speeds) < n:
+            speeds.append(self.speed_of(number))
+            number += 1
+        return self._vertex_load_of(speeds, self.managed_mb, tuple(parallelism)).capacity_rps
 
     def capacities_rps(self) -> np.ndarray:
         """Each current worker's unit capacity: records/s of a cost-1.0 vertex, memory effects included."""
         stateful = self.topology.stateful_index
-        factors = capacity_factors(self.profile, self.managed_mb, self.shares()[stateful])
+        shares = (
+            self.shares() if self.vertex_parallelism is None else self.vertex_shares(self.vertex_parallelism)
+        )
+        factors = capacity_factors(self.profile, self.managed_mb, shares[stateful])
         return self.worker_capacity_rps * np.asarray(self._speeds) * factors
 
     def capacity_rps_for(self, n: int, managed_mb: float | None = None) -> float:

@@ -8,6 +8,13 @@ a subtask upstream of a saturated bottleneck spends the rest of its time backpre
 only samples of the current run, as the subtasks of an earlier run no longer exist); per operator, whether it keeps state, its block-cache hit rate from the increase of the cumulative
 hit/miss tickers over the window, its mean state-access latency and the managed memory it holds; and the
 managed memory per slot. The twin's ground truth stays behind for scoring.
+
+At vertex granularity the job graph shows each vertex's own parallelism, only existing subtasks report,
+and the per-vertex rescales that finished since the previous observation come back as `CompletedRescale`s
+with their downtime. On a slot whose core binds (the job's bottleneck is CPU) a subtask waits for the
+core with records queued, and Flink counts that wait as busy time, so every subtask that computes there
+reads busy while the job is saturated. (Reactive mode keeps the earlier readings, whose figures the tests
+pin; every slot there holds the same mix.)
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import numpy as np
 
 from memory.signals import hit_rate
 from messages.types import (
+    CompletedRescale,
     JobEdge,
     JobGraph,
     JobVertex,
@@ -56,6 +64,30 @@ class TwinMetricsSource:
         self.cpu_window_s = _whole_seconds("cpu_window_s", cpu_window_s)
         self._vertex_ids = tuple(_vertex_id(twin.topology, v.name) for v in twin.topology.vertices)
         self._legacy = np.array([v.legacy_source for v in twin.topology.vertices])
+        self._rescales_delivered = 0
+
+    def vertex_id(self, name: str) -> str:
+        return self._vertex_ids[self.twin.topology.index(name)]
+
+    def vertex_name(self, vertex_id: str) -> str:
+        return self.twin.topology.vertices[self._vertex_ids.index(vertex_id)].name
+
+    def _completed_rescales(self, t_now: int) -> tuple[CompletedRescale, ...]:
+        """Per-vertex rescales finished by now and not reported before, as the execute side measures them."""
+        done = []
+        for rescale in self.twin.completed_rescales[self._rescales_delivered :]:
+            if rescale.finished_s > t_now:
+                break
+            done.append(
+                CompletedRescale(
+                    float(rescale.requested_s),
+                    float(rescale.finished_s),
+                    "vertex",
+                    {self.vertex_id(name): p for name, p in rescale.vertex_parallelism.items()},
+                )
+            )
+        self._rescales_delivered += len(done)
+        return tuple(done)
 
     def observe(self, now_s: float, window_s: float) -> Observation:
         """Samples at multiples of the scrape interval in (now_s - window_s, now_s]."""
@@ -92,9 +124,10 @@ class TwinMetricsSource:
             problems=problems,
             operators=self._operators(t_now, window_s),
             managed_memory_mb=state.managed_mb,
-            job_graph=self._job_graph(state.parallelism),
+            job_graph=self._job_graph(self.twin.load_at(t_now).parallelism),
             subtasks=subtasks,
             latency_ms=self._latency_ms(ends),
+            completed_rescales=self._completed_rescales(t_now),
         )
 
     def _latency_ms(self, ends: np.ndarray) -> np.ndarray:
@@ -115,12 +148,12 @@ class TwinMetricsSource:
                 gauge[i] = float(values[known].max())
         return 1000.0 * gauge
 
-    def _job_graph(self, parallelism: int) -> JobGraph:
-        """The graph as Flink's REST API shows it: every vertex at the job's parallelism (reactive mode)."""
+    def _job_graph(self, parallelism: tuple[int, ...]) -> JobGraph:
+        """The graph as Flink's REST API shows it, each vertex at the parallelism it runs."""
         topology, ids = self.twin.topology, self._vertex_ids
         vertices = tuple(
-            JobVertex(vid, v.name, min(parallelism, v.max_parallelism), v.max_parallelism)
-            for vid, v in zip(ids, topology.vertices, strict=True)
+            JobVertex(vid, v.name, min(p, v.max_parallelism), v.max_parallelism)
+            for vid, v, p in zip(ids, topology.vertices, parallelism, strict=True)
         )
         edges = tuple(
             JobEdge(ids[topology.index(u)], vid, v.ship)
@@ -212,8 +245,11 @@ class TwinMetricsSource:
             saturated_share = saturated_sums / seconds
         load = self.twin.load_at(t_now)
         busy = np.minimum(  # vertices × samples × workers, share of each second
-            load.overhead_busy[:, None, None] + load.busy_per_record[:, None, :] * processed_rps[None], 1.0
+            load.overhead_busy_matrix[:, None, :] + load.busy_per_record[:, None, :] * processed_rps[None],
+            1.0,
         )
+        if load.present is not None:
+            busy = _waiting_for_cpu(load, busy, saturated_share)
         with np.errstate(invalid="ignore"), _all_nan_ok():
             worker_busy = np.nanmax(np.where(self._legacy[:, None, None], np.nan, busy), axis=0)
         worker_series = tuple(
@@ -249,8 +285,8 @@ class TwinMetricsSource:
         idle_ms = 1000.0 - busy_ms - backpressured_ms
         busy_ms[self._legacy] = np.nan
         series = []
-        for v, vertex in enumerate(topology.vertices):
-            for i, worker in enumerate(workers[: vertex.max_parallelism]):
+        for v, (vertex, parallelism) in enumerate(zip(topology.vertices, load.parallelism, strict=True)):
+            for i, worker in enumerate(workers[:parallelism]):
                 series.append(
                     SubtaskSeries(
                         self._vertex_ids[v],
@@ -275,6 +311,21 @@ class TwinMetricsSource:
             hottest = int(np.argmax(load.cpu_per_record))
             bottleneck = int(np.argmax(load.cpu_share * load.busy_per_record[:, hottest]))
         return np.array([bottleneck in topology.downstream_of(v) for v in range(len(topology.vertices))])
+
+
+def _waiting_for_cpu(load: JobLoad, busy: np.ndarray, saturated_share: np.ndarray) -> np.ndarray:
+    """Busy shares with CPU contention (per-vertex parallelism): on the slot whose core binds, every subtask
+    that computes holds queued records while it waits for the core, which Flink counts as busy, so it reads
+    busy while the job is saturated."""
+    if load.bottleneck != CPU_BOTTLENECK:
+        return busy
+    spare = np.maximum(1.0 - load.fixed_cpu, 1e-9)
+    slot = int(np.argmax(load.cpu_per_record / spare))
+    waiting = load.present[:, slot] & (load.cpu_share > 0)
+    busy = busy.copy()
+    share = saturated_share[None, :, slot]
+    busy[waiting, :, slot] = busy[waiting, :, slot] + share * (1.0 - busy[waiting, :, slot])
+    return busy
 
 
 def mean_latency_per_second_s(twin: Twin, start_s: int = 0, end_s: int | None = None) -> np.ndarray:
@@ -303,13 +354,20 @@ def mean_latency_per_second_s(twin: Twin, start_s: int = 0, end_s: int | None = 
 
 
 class TwinScalingTarget:
-    """`ScalingTarget` that rescales the twin (which restarts the job, like reactive mode)."""
+    """`ScalingTarget` that rescales the twin (which restarts the job, like reactive mode); at vertex
+    granularity also a `VertexScalingTarget` (vertex ids as the metrics source names them)."""
 
-    def __init__(self, twin: Twin) -> None:
+    def __init__(self, twin: Twin, source: TwinMetricsSource | None = None) -> None:
         self.twin = twin
+        self.source = source or TwinMetricsSource(twin)
 
     def scale_to(self, scaleout: int, now_s: float) -> None:
         self.twin.scale_to(scaleout, now_s)
+
+    def scale_vertices(self, vertex_parallelism, taskmanagers: int, now_s: float) -> None:
+        """Every vertex at its parallelism; the twin runs max parallelism TaskManagers (one slot each)."""
+        by_name = {self.source.vertex_name(vid): int(p) for vid, p in vertex_parallelism.items()}
+        self.twin.scale_vertices(by_name, now_s)
 
     def reconfigure(self, scaleout: int, managed_mb: float, now_s: float) -> None:
         self.twin.reconfigure(scaleout, managed_mb, now_s)

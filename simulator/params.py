@@ -59,7 +59,14 @@ class TwinParams:
     failure_downtime_mean_s: float = 15.0
     failure_downtime_sd_s: float = 3.0
     min_downtime_s: float = 5.0
-    """Lower clip of every drawn downtime."""
+    """Lower clip of every drawn downtime of a reactive-mode restart."""
+    vertex_downtime_mean_s: float = 3.1
+    """Mean stop of a per-vertex rescale through the adaptive scheduler's REST endpoint: PUT → every subtask
+    RUNNING took 3.0-3.2 s on Flink 2.3 outside the cooldown (docs: per-vertex.md); new TaskManagers are
+    started before the PUT while the job runs on."""
+    vertex_downtime_sd_s: float = 0.1
+    min_vertex_downtime_s: float = 1.0
+    """Lower clip of a drawn per-vertex rescale downtime."""
     checkpoint_interval_s: int = 10
     """A checkpoint completes every this many seconds of running; a restart rolls back to the last one."""
 

@@ -8,7 +8,8 @@ quantity, so a 6-hour trace simulates in well under a second or two.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from collections.abc import Mapping
+from typing import Literal, NamedTuple
 
 import numpy as np
 
@@ -18,9 +19,18 @@ from simulator.latency import LatencyTracker
 from simulator.memory_model import PROFILES, StateRates, state_rates
 from simulator.params import TwinParams
 from simulator.skew import KeyGroups
+from simulator.subtask_memory import subtask_memory_mb
 from simulator.topology import Topology, VertexSpec
 
-__all__ = ["BoundaryState", "Twin", "WorkerInfo"]
+__all__ = ["BoundaryState", "TwinRescale", "Twin", "WorkerInfo"]
+
+
+class TwinRescale(NamedTuple):
+    """A per-vertex rescale from its request to every vertex running at its target (ground truth)."""
+
+    requested_s: int
+    finished_s: int
+    vertex_parallelism: dict[str, int]
 
 
 class BoundaryState(NamedTuple):
@@ -53,7 +63,14 @@ class Twin:
         parallelism: int = 12,
         seed: int = 0,
         topology: Topology | None = None,
+        granularity: Literal["job", "vertex"] = "job",
     ) -> None:
+        """`granularity` 'vertex': the adaptive scheduler, every vertex at its own parallelism (all at
+        `parallelism` to start), rescaled by `scale_vertices` with the per-vertex path's short downtime and
+        no replay (Flink 2.x rescales from a checkpoint it takes for the purpose)."""
+        if granularity not in ("job", "vertex"):
+            raise ValueError(f"granularity must be 'job' or 'vertex', got {granularity!r}")
+        self.granularity = granularity
         self.params = params if params is not None else TwinParams()
         self.topology = topology if topology is not None else single_topology(self.params)
         self._max_parallelism = min(
@@ -105,7 +122,12 @@ class Twin:
         self._worker_seconds = 0
         self._down_seconds = 0
         self._managed_mb_seconds = 0.0
+        self._subtask_seconds = 0
+        self._subtask_mb_seconds = 0.0
+        self._cpu_used_seconds = 0.0
         self._memory_changes = 0
+        self.completed_rescales: list[TwinRescale] = []
+        """Per-vertex rescales in request order (a finished one has finished_s <= now)."""
         self._state = StateRates(0.0, 0.0, 0.0, 0.0, 0.0)  # per record, at the current configuration
 
         self._noise = np.zeros(0)  # per-worker AR(1) CPU noise state
@@ -113,6 +135,9 @@ class Twin:
 
         self.history = TwinHistory(len(trace) + 1, max(initial_n, p.reference_scaleout))
         self.latency = LatencyTracker(self._cumulative, p.base_latency_s)
+        if granularity == "vertex":
+            self._deployment.vertex_parallelism = self._capped(initial_n)
+            initial_n = max(self._deployment.vertex_parallelism)
         self._resize(initial_n, 0)
 
     def _sized_worker_capacity_rps(self, peak_rps: float) -> float:
@@ -143,6 +168,32 @@ class Twin:
     @property
     def parallelism(self) -> int:
         return self._deployment.size
+
+    @property
+    def vertex_parallelism(self) -> dict[str, int]:
+        """Subtasks per vertex name now (reactive mode: the scale-out, capped by each max parallelism)."""
+        return dict(zip((v.name for v in self.topology.vertices), self._load.parallelism, strict=True))
+
+    @property
+    def slot_seconds(self) -> int:
+        """Task slots held so far, summed over seconds (one slot per TaskManager)."""
+        return self._worker_seconds
+
+    @property
+    def subtask_seconds(self) -> int:
+        """Subtasks run so far, summed over vertices and seconds."""
+        return self._subtask_seconds
+
+    @property
+    def subtask_memory_mb_seconds(self) -> float:
+        """Per-subtask overhead memory and network buffers held so far (MB·s): what fewer subtasks save."""
+        return self._subtask_mb_seconds
+
+    @property
+    def cpu_used_seconds(self) -> float:
+        """CPU the TaskManagers used so far (core-seconds: the per-worker CPU load summed, idle JVMs and
+        per-subtask overheads included), as against the cores they hold (`worker_seconds`)."""
+        return self._cpu_used_seconds
 
     @property
     def worker_ids(self) -> tuple[str, ...]:
@@ -311,6 +362,9 @@ class Twin:
         Same n is a no-op; a new n during a downtime restarts the downtime.
         """
         n = self._validate_parallelism(n)
+        if self.granularity == "vertex":  # every vertex at n: one per-vertex rescale
+            self.scale_vertices(dict(zip((v.name for v in self.topology.vertices), self._capped(n))), now_s)
+            return
         t = self._act_at(now_s)
         if n == self.parallelism:
             return
@@ -322,6 +376,40 @@ class Twin:
         self._resize(n, t)
         self._rescales += 1
         self._stop(t, downtime_s)
+
+    def scale_vertices(self, parallelism: Mapping[str, int], now_s: float) -> None:
+        """Per-vertex rescale at now_s (vertex granularity): vertex name → parallelism, vertices not named
+        keep theirs. TaskManagers follow (max parallelism, one slot each); the job restarts from a fresh
+        checkpoint after the per-vertex downtime. The same parallelism everywhere is a no-op."""
+        if self.granularity != "vertex":
+            raise ValueError("scale_vertices needs a twin at vertex granularity")
+        names = [v.name for v in self.topology.vertices]
+        unknown = sorted(set(parallelism) - set(names))
+        if unknown:
+            raise ValueError(f"unknown vertices {unknown}: the job has {names}")
+        target = list(self._deployment.vertex_parallelism)
+        for i, vertex in enumerate(self.topology.vertices):
+            if vertex.name in parallelism:
+                p = parallelism[vertex.name]
+                if isinstance(p, bool) or int(p) != p or not 1 <= p <= vertex.max_parallelism:
+                    raise ValueError(
+                        f"vertex {vertex.name}: parallelism must be an integer in 1..{vertex.max_parallelism}, "
+                        f"got {p!r}"
+                    )
+                target[i] = int(p)
+        n = self._validate_parallelism(max(target))
+        t = self._act_at(now_s)
+        if tuple(target) == self._deployment.vertex_parallelism:
+            return
+        p = self.params
+        drawn = self._downtime_rng.normal(p.vertex_downtime_mean_s, p.vertex_downtime_sd_s)
+        downtime_s = round(max(p.min_vertex_downtime_s, drawn))
+        self._deployment.vertex_parallelism = tuple(target)
+        self._resize(n, t)
+        self._rescales += 1
+        self._checkpoint = self._position  # Flink 2.x restarts from a checkpoint taken for the rescale
+        self._stop(t, downtime_s)
+        self.completed_rescales.append(TwinRescale(t, t + downtime_s, dict(zip(names, target, strict=True))))
 
     def reconfigure(self, n: int, managed_mb: float, now_s: float) -> None:
         """Restart at n workers with `managed_mb` managed memory per slot (a plain rescale when the memory
@@ -359,7 +447,10 @@ class Twin:
         """The job's state a restarted daemon must find again: time, Kafka offsets (so the backlog),
         checkpoint, run state, scale-out and memory (JSON-serialisable)."""
         state = {name.lstrip("_"): getattr(self, name) for name in self._SNAPSHOT_FIELDS}
-        return {**state, "parallelism": self.parallelism, "managed_mb": self.managed_mb}
+        state |= {"parallelism": self.parallelism, "managed_mb": self.managed_mb}
+        if self.granularity == "vertex":
+            state["vertex_parallelism"] = list(self._deployment.vertex_parallelism)
+        return state
 
     def restore(self, state: dict[str, object]) -> None:
         """Continue the job of `snapshot()`: simulate up to its time (the history a metrics window reads),
@@ -370,6 +461,10 @@ class Twin:
         if t > self.duration_s:
             raise ValueError(f"snapshot at {t} s lies past the trace's end ({self.duration_s} s)")
         self.advance_to(t)
+        vertices = state.get("vertex_parallelism")
+        if self.granularity == "vertex" and vertices is not None:
+            self._deployment.vertex_parallelism = tuple(int(p) for p in vertices)
+            self._resize(max(self._deployment.vertex_parallelism), t)
         if float(state["managed_mb"]) != self.managed_mb:
             self._deployment.managed_mb = float(state["managed_mb"])
             self._resize(self.parallelism, t)
@@ -423,6 +518,10 @@ class Twin:
         h.series("worst_latency_s")[t] = worst_s
         self._worker_seconds += n
         self._managed_mb_seconds += n * self._deployment.managed_mb
+        self._subtask_seconds += self._subtasks
+        self._subtask_mb_seconds += self._subtask_mb
+        if self._running:
+            self._cpu_used_seconds += float(np.sum(self.history.cpu[t, :n]))
         self._t = t + 1
         h.length = self._t
 
@@ -485,6 +584,8 @@ class Twin:
         p = self.params
         load = self._load = self._deployment.load()
         self._loads.append((t, load))
+        self._subtasks = sum(load.parallelism)
+        self._subtask_mb = subtask_memory_mb(self.topology, load.parallelism)
         self._shares = load.source_shares
         self._capacity_rps = load.capacity_rps
         cpu_range = p.saturation_cpu - p.idle_cpu  # a fully used core reads as the saturation CPU
@@ -496,6 +597,10 @@ class Twin:
         self._state = state_rates(
             self.profile, self._deployment.managed_mb, load.state_shares, record_time_ns
         )
+
+    def _capped(self, n: int) -> tuple[int, ...]:
+        """Every vertex at n, capped by its max parallelism."""
+        return tuple(min(n, v.max_parallelism) for v in self.topology.vertices)
 
     def _validate_parallelism(self, n: int) -> int:
         if isinstance(n, bool) or int(n) != n or not 1 <= n <= self._max_parallelism:
