@@ -22,7 +22,7 @@ from simulator.skew import KeyGroups
 from simulator.subtask_memory import subtask_memory_mb
 from simulator.topology import Topology, VertexSpec
 
-__all__ = ["BoundaryState", "TwinRescale", "Twin", "WorkerInfo"]
+__all__ = ["BoundaryState", "Twin", "TwinRescale", "WorkerInfo"]
 
 
 class TwinRescale(NamedTuple):
@@ -363,7 +363,8 @@ class Twin:
         """
         n = self._validate_parallelism(n)
         if self.granularity == "vertex":  # every vertex at n: one per-vertex rescale
-            self.scale_vertices(dict(zip((v.name for v in self.topology.vertices), self._capped(n))), now_s)
+            names = (v.name for v in self.topology.vertices)
+            self.scale_vertices(dict(zip(names, self._capped(n), strict=True)), now_s)
             return
         t = self._act_at(now_s)
         if n == self.parallelism:
