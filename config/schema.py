@@ -540,6 +540,16 @@ class Config(Section):
         return self
 
     @model_validator(mode="after")
+    def _vertex_granularity_needs_the_vertex_model(self) -> Config:
+        if self.scaling.granularity == "vertex" and self.capacity.model != "dag":
+            raise ValueError(
+                "scaling.granularity: vertex plans from the per-vertex true rates: set capacity.model: dag"
+            )
+        if self.scaling.granularity == "vertex" and self.scaling.objective == "latency":
+            raise ValueError("scaling.objective: latency is planned at job granularity only")
+        return self
+
+    @model_validator(mode="after")
     def _twin_runs_one_slot_per_taskmanager(self) -> Config:
         if self.target.kind == "twin" and self.scaling.slots_per_taskmanager != 1:
             raise ValueError(

@@ -26,6 +26,8 @@ from mape.plan import GuardedPlan, Policy
 from mape.proactive import ProactivePolicy
 from mape.reactive import ReactivePolicy
 from mape.skew import SKEW, SkewKnowledge, SkewWatch
+from mape.vertex_knowledge import VERTEX, VertexKnowledge, VertexWatch
+from mape.vertex_plan import VertexPolicy
 from memory.analysis import MemoryAnalysis
 from memory.cost import Prices
 from memory.knowledge import MEMORY, MemoryKnowledge
@@ -65,6 +67,10 @@ def knowledge_settings(
         extensions[SKEW] = SkewKnowledge.from_dict
     if latency_objective(config):
         extensions[LATENCY] = LatencyKnowledge.from_dict
+    if per_vertex(config):
+        extensions[VERTEX] = lambda data: VertexKnowledge.from_dict(
+            data, recovery.vertex_downtime_s, recovery.downtime_window
+        )
     return KnowledgeSettings(
         capacity=capacity,
         dag=DagSettings(warmup_s=config.capacity.warmup_s),
@@ -80,9 +86,14 @@ def knowledge_settings(
     )
 
 
+def per_vertex(config: Config) -> bool:
+    """Whether the plan decides every vertex's parallelism (scaling.granularity: vertex)."""
+    return config.scaling.granularity == "vertex"
+
+
 def memory_levels(config: Config) -> MemoryLevels | None:
-    """The memory levels of a memory-aware policy ('foresail'); None for every other policy."""
-    if config.scaling.policy != "foresail":
+    """The memory levels of a memory-aware policy ('foresail' at job granularity); None for every other."""
+    if config.scaling.policy != "foresail" or per_vertex(config):
         return None
     return MemoryLevels(config.memory.base_mb, config.memory.max_level)
 
@@ -108,6 +119,8 @@ def analysis_extensions(config: Config) -> tuple[AnalysisExtension, ...]:
         extensions.append(SkewWatch())
     if latency_objective(config):
         extensions.append(LatencyLearning())
+    if per_vertex(config):
+        extensions.append(VertexWatch(config.capacity.idle_cpu, config.capacity.saturation_cpu))
     return tuple(extensions)
 
 
@@ -118,6 +131,17 @@ def prices(config: Config) -> Prices:
 
 def make_policy(config: Config) -> Policy:
     scaling = config.scaling
+    if per_vertex(config) and scaling.policy in ("foresail", "foresail-cpu-only"):
+        return VertexPolicy(
+            scaling.min_scaleout,
+            scaling.max_scaleout,
+            config.recovery.target_s,
+            config.loop.interval_s,
+            scaling.necessary_window_s,
+            scaling.slots_per_taskmanager,
+            scaling.slot_sharing_groups,
+            scaling.subtask_price,
+        )
     if scaling.policy in ("foresail", "foresail-cpu-only"):
         proactive = ProactivePolicy(
             scaling.min_scaleout,
@@ -250,6 +274,7 @@ def make_twin(config: Config, initial_scaleout: int | None = None) -> TwinWorld:
         seed=twin_config.seed,
         parallelism=initial_scaleout or config.twin_initial_scaleout,
         topology=None if twin_config.topology == "single" else topology,  # the twin's own key knobs
+        granularity=config.scaling.granularity,
     )
     source = TwinMetricsSource(twin, scrape_interval_s=twin_config.scrape_interval_s)
     return TwinWorld(twin, source, TwinScalingTarget(twin, source))

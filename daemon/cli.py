@@ -135,6 +135,13 @@ def _add_model_arguments(command: argparse.ArgumentParser) -> None:
         help="dag: per-vertex true rates bound the CPU lines where task metrics exist; job: CPU lines only "
         "(default: capacity.model)",
     )
+    command.add_argument(
+        "--granularity",
+        choices=("job", "vertex"),
+        default=None,
+        help="job: reactive mode, every vertex at the job's scale-out; vertex: the adaptive scheduler, a "
+        "parallelism per vertex (default: scaling.granularity)",
+    )
 
 
 def _add_objective_arguments(command: argparse.ArgumentParser) -> None:
@@ -159,6 +166,7 @@ def _with_models(config: Config, args: argparse.Namespace) -> Config:
         "scaling",
         objective=getattr(args, "objective", None),
         latency_target_ms=getattr(args, "latency_target_ms", None),
+        granularity=getattr(args, "granularity", None),
     )
     return with_overrides(config, "capacity", model=getattr(args, "capacity_model", None))
 

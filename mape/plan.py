@@ -2,13 +2,14 @@
 
 A policy proposes a scale-out from an Assessment; `GuardedPlan` wraps it with the rules that hold for
 all of them: no decision on bad data, no action during stabilization, min/max bounds. A memory-aware
-policy proposes a whole configuration (scale-out and managed memory per slot); the guards are the same,
-and a guard that holds keeps the memory as it is.
+policy proposes a whole configuration (scale-out and managed memory per slot, or every vertex's
+parallelism and the TaskManagers that carry them); the guards are the same, and a guard that holds keeps
+the configuration as it is.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, runtime_checkable
 
 from mape.knowledge import Knowledge
@@ -32,6 +33,10 @@ class Proposal:
     reasons: tuple[str, ...] = ()
     managed_mb: float | None = None
     memory_level: int | None = None
+    vertex_parallelism: dict[str, int] | None = None
+    """Per-vertex granularity: vertex id → parallelism; `scaleout` then counts the TaskManagers."""
+    vertex_rules: dict[str, str] | None = None
+    current_vertex_parallelism: dict[str, int] | None = None
 
 
 @runtime_checkable
@@ -83,6 +88,14 @@ class GuardedPlan:
         bounded = min(max(target, self.min_scaleout), self.max_scaleout)
         if bounded != target:
             reasons = (*reasons, f"{target} clamped to [{self.min_scaleout}, {self.max_scaleout}]")
-        return decision(
+        made = decision(
             bounded, proposal.rule, *reasons, managed_mb=proposal.managed_mb, level=proposal.memory_level
+        )
+        if proposal.vertex_parallelism is None:
+            return made
+        return replace(
+            made,
+            target_vertex_parallelism=dict(proposal.vertex_parallelism),
+            current_vertex_parallelism=dict(proposal.current_vertex_parallelism or {}),
+            vertex_rules=dict(proposal.vertex_rules or {}),
         )

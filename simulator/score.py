@@ -7,8 +7,14 @@ import numpy as np
 from simulator.twin import Twin
 
 
-def score(twin: Twin, slo_s: float = 30.0) -> dict[str, float | int]:
-    """Plain-number summary of a run so far, JSON-serialisable (latencies are NaN if nothing was processed)."""
+def score(twin: Twin, slo_s: float = 30.0) -> dict[str, object]:
+    """Plain-number summary of a run so far, JSON-serialisable (latencies are NaN if nothing was processed).
+
+    Cost: `cpu_seconds` and `memory_mb_seconds` are what the TaskManagers hold (cores and process plus
+    managed memory); `slot_seconds` the task slots; `cpu_used_seconds` the CPU they used (per-subtask
+    overheads and idle JVMs included); `subtask_memory_mb_seconds` the memory that grows with the subtasks
+    (per-subtask overhead and network buffers, simulator/subtask_memory.py), which per-vertex parallelism
+    saves where reactive mode runs every vertex at the job's scale-out."""
     duration_s = int(twin.now_s)
     latency = twin.latency.summary()
     return {
@@ -38,6 +44,12 @@ def score(twin: Twin, slo_s: float = 30.0) -> dict[str, float | int]:
         "records_processed": int(twin.records_processed),
         "records_replayed": int(twin.records_processed_total - twin.records_processed),
         "worker_capacity_rps": float(twin.worker_capacity_rps),
+        "granularity": twin.granularity,
+        "slot_seconds": int(twin.slot_seconds),
+        "subtask_seconds": int(twin.subtask_seconds),
+        "cpu_used_seconds": round(float(twin.cpu_used_seconds), 1),
+        "subtask_memory_mb_seconds": round(float(twin.subtask_memory_mb_seconds), 1),
+        "final_vertex_parallelism": twin.vertex_parallelism,
         "reference_capacity_rps": float(twin.reference_capacity_rps(twin.params.reference_scaleout)),
     }
 

@@ -1,0 +1,148 @@
+"""What the per-vertex plan learns beside the core: the per-vertex path's own downtime, the job graph as last
+seen, and how much of a subtask's busy time is CPU.
+
+The downtime of a per-vertex rescale (the adaptive scheduler's REST PUT, then the job restarts from a
+checkpoint taken for it) is ~3 s on Flink 2.3 against ~35 s for adding a reactive-mode TaskManager
+(docs: per-vertex.md), so it gets its own `DowntimeModel`, prior `recovery.vertex_downtime_s`, learned only
+from the `CompletedRescale`s of granularity "vertex" that the execute side measures (request → every vertex
+running at its target); the reactive-mode downtimes are never used for it.
+
+Slot sharing puts subtask i of every vertex into slot i, so the subtasks in one slot share its core. Busy
+time is not CPU time everywhere (a sink waiting on a store is busy at low CPU): the share of busy time
+that is CPU is learned per TaskManager as (CPU − idle) / (saturation − idle) over the busy time of the
+subtasks it runs, and the median over TaskManagers is smoothed across windows.
+
+An analysis extension (mape/extensions.py); its state is saved in the knowledge under "vertex".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mape.extensions import ObservingExtension
+from mape.knowledge import Knowledge
+from messages.types import Assessment, JobEdge, JobGraph, JobVertex, Observation
+from recovery.downtime import DowntimeModel
+
+VERTEX = "vertex"
+CPU_PER_BUSY_SMOOTHING = 0.3
+"""Weight of a new window's CPU share of busy time."""
+MIN_BUSY_FOR_CPU = 0.2
+"""A TaskManager whose subtasks are busy less than this (summed) tells too little about the CPU share."""
+CAUGHT_UP_S = 30.0
+"""The CPU share is learned only while the backlog is below this many seconds of input: a saturated core
+makes its subtasks wait for it, and that wait reads as busy."""
+
+
+@dataclass
+class VertexKnowledge:
+    """The per-vertex path's downtime, the job graph last seen, and the CPU share of busy time."""
+
+    downtime: DowntimeModel
+    graph: JobGraph | None = None
+    cpu_per_busy: float = math.nan
+    """CPU (cores) per second of busy time, smoothed; NaN until learned (the plan then assumes 1)."""
+    rescales_learned: int = 0
+    new_records: list = field(default_factory=list)
+
+    @classmethod
+    def fresh(cls, prior_s: float, window: int = 20) -> VertexKnowledge:
+        return cls(DowntimeModel(prior_s, prior_s, window))
+
+    def learn_rescale(self, downtime_s: float, grew: bool) -> None:
+        self.downtime.observe("out" if grew else "in", downtime_s)
+        self.rescales_learned += 1
+
+    def learn_cpu_share(self, share: float) -> None:
+        if not math.isfinite(share):
+            return
+        share = min(max(share, 0.02), 2.0)
+        if math.isnan(self.cpu_per_busy):
+            self.cpu_per_busy = share
+        else:
+            self.cpu_per_busy += CPU_PER_BUSY_SMOOTHING * (share - self.cpu_per_busy)
+
+    def to_dict(self) -> dict:
+        return {
+            "downtime": self.downtime.to_dict(),
+            "graph": None if self.graph is None else _graph_dict(self.graph),
+            "cpu_per_busy": None if math.isnan(self.cpu_per_busy) else self.cpu_per_busy,
+            "rescales_learned": self.rescales_learned,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict, prior_s: float = 3.0, window: int = 20) -> VertexKnowledge:
+        if not data:
+            return cls.fresh(prior_s, window)
+        graph = data.get("graph")
+        cpu = data.get("cpu_per_busy")
+        return cls(
+            DowntimeModel.from_dict(data["downtime"]),
+            None if graph is None else _graph_of(graph),
+            math.nan if cpu is None else float(cpu),
+            int(data.get("rescales_learned", 0)),
+        )
+
+
+def vertex_knowledge(knowledge: Knowledge) -> VertexKnowledge | None:
+    state = knowledge.extensions.get(VERTEX)
+    return state if isinstance(state, VertexKnowledge) else None
+
+
+class VertexWatch(ObservingExtension):
+    """Learns the per-vertex path's downtime from measured rescales, keeps the graph, learns the CPU share."""
+
+    def __init__(self, idle_cpu: float, saturation_cpu: float) -> None:
+        self.idle_cpu = idle_cpu
+        self.saturation_cpu = saturation_cpu
+
+    def refine(self, observation: Observation, knowledge: Knowledge, assessment: Assessment) -> Assessment:
+        state = vertex_knowledge(knowledge)
+        if state is None:
+            return assessment
+        before = {} if state.graph is None else {v.vertex_id: v.parallelism for v in state.graph.vertices}
+        for rescale in observation.completed_rescales:
+            if rescale.granularity == "vertex":
+                grew = any(p > before.get(v, 0) for v, p in rescale.vertex_parallelism.items())
+                state.learn_rescale(rescale.downtime_s, grew)
+        if observation.job_graph is not None:
+            state.graph = observation.job_graph
+        caught_up = assessment.backlog_records <= CAUGHT_UP_S * max(assessment.workload_avg_rps, 1.0)
+        if not assessment.problems and not assessment.warming_up and caught_up:  # no core contention
+            state.learn_cpu_share(self._cpu_share(observation))
+        return assessment
+
+    def _cpu_share(self, observation: Observation) -> float:
+        """Median over TaskManagers of CPU used per busy second of the subtasks on it (NaN: too little load)."""
+        busy: dict[str, float] = {}
+        for series in observation.subtasks:
+            values = series.busy_ms_per_s[np.isfinite(series.busy_ms_per_s)]
+            if series.taskmanager_id is not None and len(values):
+                busy[series.taskmanager_id] = (
+                    busy.get(series.taskmanager_id, 0.0) + float(values.mean()) / 1000
+                )
+        shares = []
+        span = self.saturation_cpu - self.idle_cpu
+        for worker in observation.workers:
+            cpu = worker.cpu[np.isfinite(worker.cpu)]
+            load = busy.get(worker.worker_id, 0.0)
+            if len(cpu) and load >= MIN_BUSY_FOR_CPU and span > 0:
+                shares.append((float(cpu.mean()) - self.idle_cpu) / span / load)
+        return float(np.median(shares)) if shares else math.nan
+
+
+def _graph_dict(graph: JobGraph) -> dict:
+    return {
+        "vertices": [[v.vertex_id, v.name, v.parallelism, v.max_parallelism] for v in graph.vertices],
+        "edges": [[e.source_id, e.target_id, e.ship_strategy] for e in graph.edges],
+    }
+
+
+def _graph_of(data: dict) -> JobGraph:
+    return JobGraph(
+        tuple(JobVertex(str(i), str(n), int(p), int(m)) for i, n, p, m in data["vertices"]),
+        tuple(JobEdge(str(s), str(t), str(k)) for s, t, k in data["edges"]),
+    )

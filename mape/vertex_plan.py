@@ -1,0 +1,335 @@
+"""The foresail plan per vertex (scaling.granularity: vertex): DS2's walk from the forecast, within
+Daedalus's recovery bound, every changed vertex in one rescale.
+
+- Sizing (DS2, Kalavri et al. OSDI'18 §3.2, Eq. 7–8): for a target source rate r, each vertex gets the
+  smallest parallelism whose hottest subtask carries its input r · a_v (the learned true rates, input
+  ratios and key-group loads of capacity/dag.py, so skew counts), never above its max parallelism. A
+  keyed vertex whose key-group loads are not learned yet is sized on its largest key-group range
+  (⌈max parallelism / p⌉ groups), so its parallelism lands where the key groups split most evenly for
+  the subtasks it runs.
+- Slot sharing: subtask i of every vertex runs in slot i and they share its core, so the slot that holds
+  one subtask of every vertex must fit: Σ_v cpu_per_busy · r / capacity_v(p_v) ≤ `SLOT_CPU`. While it
+  does not, the vertex that loads the slot most gets one more subtask (rule ``slot-cpu``).
+- Forward edges keep both ends at the same parallelism (Flink chains or pairs them pointwise).
+- Slots = the largest parallelism per slot-sharing group, summed over groups; TaskManagers =
+  ⌈slots / slots per TaskManager⌉.
+- Choice (Daedalus Algorithm 1 with configurations in place of scale-outs): keep the running configuration
+  shortly after a rescale while it carries the load until the next loop (``vertex-only-if-necessary``);
+  else size for the horizon's forecast peak, raised in 5% steps until the predicted recovery (the
+  per-vertex path's learned downtime, no replay: Flink 2.x restarts from a checkpoint taken for the
+  rescale) meets the recovery target and the configuration carries the forecast until recovered
+  (``vertex-long-lived``; ``vertex-max`` when none does). The running configuration is kept while it
+  carries the horizon and drains its backlog within the target (``vertex-current-valid``) unless the
+  new one needs fewer slots (or sheds subtasks worth a TaskManager at `subtask_price`) and the job is
+  not catching up.
+- A vertex is scaled down on its own only when that saves slots (or the subtask price); in a rescale that
+  happens anyway, vertices above their need come down with it (``ride-along-down``). Every vertex's rule
+  is in the decision (`Decision.vertex_rules`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from capacity.dag import DagModel
+from mape.knowledge import Knowledge
+from mape.plan import Proposal
+from mape.vertex_knowledge import vertex_knowledge
+from messages.types import Assessment, JobGraph
+from recovery.predict import predict_recovery_s
+
+SLOT_CPU = 0.95
+"""CPU (cores) the subtasks of one slot may use at the target rate."""
+RATE_STEP = 0.05
+"""Each further candidate is sized for 5% more than the previous one."""
+RATE_STEPS = 40
+DEFAULT_GROUP = "default"
+
+
+def slots_needed(parallelism: Mapping[str, int], groups: Mapping[str, str] | None = None) -> int:
+    """Slots a configuration needs with slot sharing: the largest parallelism per group, summed."""
+    widest: dict[str, int] = {}
+    for vertex, p in parallelism.items():
+        group = (groups or {}).get(vertex, DEFAULT_GROUP)
+        widest[group] = max(widest.get(group, 0), p)
+    return sum(widest.values())
+
+
+def taskmanagers_for(slots: int, slots_per_taskmanager: int) -> int:
+    return max(1, math.ceil(slots / slots_per_taskmanager))
+
+
+def largest_range_factor(parallelism: int, max_parallelism: int) -> float:
+    """The largest key-group range's share over the even share 1 / p: ⌈M / p⌉ · p / M (1 where groups
+    split evenly)."""
+    return math.ceil(max_parallelism / parallelism) * parallelism / max_parallelism
+
+
+@dataclass(frozen=True)
+class VertexConfiguration:
+    parallelism: dict[str, int]
+    """Vertex id → parallelism."""
+    rules: dict[str, str]
+    capacity_rps: float
+    """Source rate the configuration carries: its hottest subtask's or its fullest slot's limit."""
+    slots: int
+
+
+class Sizing:
+    """Every vertex's capacity curve at 1..its top parallelism, and configurations sized from them."""
+
+    def __init__(
+        self,
+        graph: JobGraph,
+        dag: DagModel,
+        max_slots: int,
+        cpu_per_busy: float,
+        groups: Mapping[str, str] | None = None,
+    ) -> None:
+        self.graph = graph
+        self.groups = groups or {}
+        self.cpu_per_busy = cpu_per_busy if math.isfinite(cpu_per_busy) and cpu_per_busy > 0 else 1.0
+        ratios = dag.input_ratios(graph)
+        self.curves: dict[str, np.ndarray] = {}
+        self.known: dict[str, bool] = {}
+        for vertex in graph.vertices:
+            top = max(1, min(vertex.max_parallelism, max_slots))
+            capacities, kinds = dag.capacity_curve(graph, vertex.vertex_id, ratios[vertex.vertex_id], top)
+            capacities = np.array(capacities, dtype=float)
+            learned = dag.vertices.get(vertex.vertex_id)
+            if graph.keyed(vertex.vertex_id) and (learned is None or learned.key_loads is None):
+                factors = [largest_range_factor(p, vertex.max_parallelism) for p in range(1, top + 1)]
+                capacities = capacities / np.array(factors)
+            self.curves[vertex.vertex_id] = capacities
+            self.known[vertex.vertex_id] = kinds[0] not in ("unknown",)
+
+    @property
+    def any_known(self) -> bool:
+        return any(self.known.values())
+
+    def capacity(self, vertex_id: str, parallelism: int) -> float:
+        curve = self.curves[vertex_id]
+        return float(curve[min(parallelism, len(curve)) - 1]) if self.known[vertex_id] else math.inf
+
+    def evaluate(self, parallelism: Mapping[str, int], rules: Mapping[str, str] | None = None):
+        """The configuration's capacity: its hottest subtask's limit and its fullest slot's CPU limit."""
+        limits = [self.capacity(v, p) for v, p in parallelism.items()]
+        per_record = sum(1.0 / c for c in limits if math.isfinite(c) and c > 0)
+        cpu_limit = SLOT_CPU / (self.cpu_per_busy * per_record) if per_record > 0 else math.inf
+        return VertexConfiguration(
+            dict(parallelism),
+            dict(rules or {}),
+            min([*limits, cpu_limit]),
+            slots_needed(parallelism, self.groups),
+        )
+
+    def configuration(self, rate_rps: float, current: Mapping[str, int]) -> VertexConfiguration:
+        """The least parallelism per vertex that carries `rate_rps` (vertices of unknown rate stay)."""
+        parallelism, rules = {}, {}
+        for vertex in self.graph.vertices:
+            vid = vertex.vertex_id
+            if not self.known[vid]:
+                parallelism[vid], rules[vid] = current.get(vid, vertex.parallelism), "keep-unknown-rate"
+                continue
+            curve = self.curves[vid]
+            enough = np.flatnonzero(curve >= rate_rps)
+            if len(enough):
+                parallelism[vid] = int(enough[0]) + 1
+                rules[vid] = "ds2-walk-keyed" if self.graph.keyed(vid) else "ds2-walk"
+            else:
+                parallelism[vid], rules[vid] = len(curve), "max-parallelism"
+        self._forward_pairs(parallelism, rules)
+        self._fit_slots(parallelism, rules, rate_rps)
+        return self.evaluate(parallelism, rules)
+
+    def _forward_pairs(self, parallelism: dict[str, int], rules: dict[str, str]) -> None:
+        for edge in self.graph.edges:
+            if edge.ship_strategy.upper() == "FORWARD":
+                both = max(parallelism[edge.source_id], parallelism[edge.target_id])
+                for vid in (edge.source_id, edge.target_id):
+                    if parallelism[vid] < both:
+                        parallelism[vid], rules[vid] = both, "forward-edge"
+
+    def _fit_slots(self, parallelism: dict[str, int], rules: dict[str, str], rate_rps: float) -> None:
+        """Add subtasks until the shared slot's core fits: first where a vertex runs fewer subtasks than
+        there are slots (no new slot), the one that relieves the slot most; then the widest vertex."""
+        if not math.isfinite(rate_rps) or rate_rps <= 0:
+            return
+        tops = {vid: len(curve) for vid, curve in self.curves.items()}
+
+        def load(vid: str, p: int) -> float:
+            capacity = self.capacity(vid, p)
+            return rate_rps / capacity if math.isfinite(capacity) and capacity > 0 else 0.0
+
+        while self.cpu_per_busy * sum(load(v, p) for v, p in parallelism.items()) > SLOT_CPU:
+            slots = max(parallelism.values())
+            relief = {
+                vid: load(vid, p) - load(vid, p + 1)
+                for vid, p in parallelism.items()
+                if p < tops[vid] and load(vid, p) > 0
+            }
+            if not relief:
+                return
+            free = [vid for vid in relief if parallelism[vid] < slots]
+            vid = max(free or relief, key=lambda v: relief[v])
+            parallelism[vid] += 1
+            rules[vid] = "slot-cpu"
+
+
+class VertexPolicy:
+    """foresail per vertex; proposes a whole configuration (`Proposal.vertex_parallelism`)."""
+
+    name = "foresail"
+
+    def __init__(
+        self,
+        min_taskmanagers: int,
+        max_taskmanagers: int,
+        recovery_target_s: float,
+        loop_interval_s: float,
+        necessary_window_s: float = 600.0,
+        slots_per_taskmanager: int = 1,
+        slot_sharing_groups: Mapping[str, str] | None = None,
+        subtask_price: float = 0.0,
+    ) -> None:
+        self.min_taskmanagers = min_taskmanagers
+        self.max_taskmanagers = max_taskmanagers
+        self.recovery_target_s = recovery_target_s
+        self.loop_interval_s = loop_interval_s
+        self.necessary_window_s = necessary_window_s
+        self.slots_per_taskmanager = slots_per_taskmanager
+        self.slot_sharing_groups = dict(slot_sharing_groups or {})
+        """Vertex name → group."""
+        self.subtask_price = subtask_price
+
+    def propose_configuration(self, assessment: Assessment, knowledge: Knowledge) -> Proposal:
+        a = assessment
+        state = vertex_knowledge(knowledge)
+        graph = state.graph if state is not None else None
+        if graph is None or not a.vertices:
+            return Proposal(
+                a.current_scaleout, "vertex-no-graph", ("no job graph or per-vertex metrics yet",)
+            )
+        current = {v.vertex_id: v.parallelism for v in graph.vertices}
+        names = {v.vertex_id: v.name for v in graph.vertices}
+        groups = {
+            v.vertex_id: self.slot_sharing_groups[v.name]
+            for v in graph.vertices
+            if v.name in self.slot_sharing_groups
+        }
+        max_slots = self.max_taskmanagers * self.slots_per_taskmanager
+        sizing = Sizing(graph, knowledge.dag, max_slots, state.cpu_per_busy, groups)
+
+        def proposal(config: VertexConfiguration, rule: str, *reasons: str, rules=None) -> Proposal:
+            tms = taskmanagers_for(config.slots, self.slots_per_taskmanager)
+            by_vertex = rules or config.rules
+            described = ", ".join(
+                f"{names[v]} {current[v]}→{p} ({by_vertex[v]})" for v, p in config.parallelism.items()
+            )
+            return Proposal(
+                tms,
+                rule,
+                (*reasons, described),
+                vertex_parallelism=dict(config.parallelism),
+                vertex_rules=dict(by_vertex),
+                current_vertex_parallelism=current,
+            )
+
+        running = sizing.evaluate(current, dict.fromkeys(current, "keep"))
+        if not sizing.any_known:
+            return proposal(running, "vertex-no-rates", "no vertex's true rate is known yet")
+        forecast = (
+            np.asarray(a.forecast_rps, dtype=float)
+            if a.forecast_rps is not None and len(a.forecast_rps)
+            else np.array([a.workload_avg_rps])
+        )
+        average, horizon_max = a.workload_avg_rps, float(forecast.max())
+        next_loop = _peak(forecast, self.loop_interval_s)
+        load = (
+            f"average {average:.0f} rps, forecast max {next_loop:.0f} next loop / {horizon_max:.0f} horizon"
+        )
+        now = f"running configuration carries {running.capacity_rps:.0f} rps on {running.slots} slots"
+
+        since = math.inf if knowledge.last_rescale_s is None else a.time_s - knowledge.last_rescale_s
+        if since < self.necessary_window_s and running.capacity_rps > max(average, next_loop):
+            return proposal(running, "vertex-only-if-necessary", f"rescaled {since:.0f} s ago", now, load)
+
+        chosen, rule, why = self._candidate(sizing, current, forecast, a.backlog_records, state.downtime)
+        drain_s = predict_recovery_s(running.capacity_rps, forecast, a.backlog_records, 0.0, 0.0)
+        running_valid = (
+            running.capacity_rps >= horizon_max
+            and running.capacity_rps > average
+            and drain_s <= self.recovery_target_s
+        )
+        catching_up = a.backlog_records > chosen.capacity_rps * self.loop_interval_s
+        if running_valid:
+            if self._saves(running, chosen) and not catching_up:
+                target = sizing.evaluate(chosen.parallelism, _labelled(chosen, current, "scale-down"))
+                return proposal(target, rule, why, now, load, "needs fewer slots")
+            return proposal(
+                running,
+                "vertex-current-valid",
+                now,
+                load,
+                f"candidate: {chosen.slots} slots ({why})",
+                rules={
+                    v: "keep" if chosen.parallelism[v] >= p else "keep-no-saving" for v, p in current.items()
+                },
+            )
+        merged = dict(chosen.parallelism)
+        rules = dict(chosen.rules)
+        if catching_up:  # no vertex comes down while the backlog is being worked off
+            for vid, p in current.items():
+                if merged[vid] < p:
+                    merged[vid], rules[vid] = p, "keep-catching-up"
+        target = sizing.evaluate(merged, rules)
+        target = sizing.evaluate(merged, _labelled(target, current, "ride-along-down"))
+        return proposal(target, rule, why, now, load)
+
+    def _candidate(
+        self, sizing, current, forecast, backlog, downtime
+    ) -> tuple[VertexConfiguration, str, str]:
+        """The configuration for the forecast peak, raised until it recovers within the target."""
+        peak = float(forecast.max())
+        for step in range(RATE_STEPS + 1):
+            rate = peak * (1 + RATE_STEP * step)
+            config = sizing.configuration(rate, current)
+            grows = any(p > current.get(v, 0) for v, p in config.parallelism.items())
+            downtime_s = downtime.estimate("out" if grows else "in")
+            recovery_s = predict_recovery_s(config.capacity_rps, forecast, backlog, 0.0, downtime_s)
+            if recovery_s <= self.recovery_target_s and config.capacity_rps >= _peak(forecast, recovery_s):
+                why = (
+                    f"sized for {rate:.0f} rps (forecast peak +{RATE_STEP * step:.0%}): carries "
+                    f"{config.capacity_rps:.0f} rps, recovery {recovery_s:.0f} s (downtime {downtime_s:.1f} s)"
+                )
+                return config, "vertex-long-lived", why
+        config = sizing.configuration(math.inf, current)
+        return config, "vertex-max", "no configuration recovers within the target: the largest"
+
+    def _saves(self, running: VertexConfiguration, chosen: VertexConfiguration) -> bool:
+        """Whether moving to `chosen` saves slots, or sheds subtasks worth a TaskManager at the price."""
+        if chosen.slots < running.slots:
+            return True
+        shed = sum(running.parallelism.values()) - sum(chosen.parallelism.values())
+        return self.subtask_price > 0 and shed * self.subtask_price >= 1.0
+
+
+def _labelled(config: VertexConfiguration, current: Mapping[str, int], down: str) -> dict[str, str]:
+    """The configuration's rules, with 'keep' where nothing changes and `down` where a vertex comes down."""
+    rules = dict(config.rules)
+    for vid, p in config.parallelism.items():
+        if p == current.get(vid):
+            rules[vid] = "keep"
+        elif p < current.get(vid, p):
+            rules[vid] = down
+    return rules
+
+
+def _peak(forecast: np.ndarray, seconds: float) -> float:
+    if not math.isfinite(seconds):
+        return float(forecast.max())
+    return float(forecast[: max(1, math.ceil(seconds))].max())
