@@ -8,9 +8,13 @@ from the `CompletedRescale`s of granularity "vertex" that the execute side measu
 running at its target); the reactive-mode downtimes are never used for it.
 
 Slot sharing puts subtask i of every vertex into slot i, so the subtasks in one slot share its core. Busy
-time is not CPU time everywhere (a sink waiting on a store is busy at low CPU): the share of busy time
-that is CPU is learned per TaskManager as (CPU − idle) / (saturation − idle) over the busy time of the
-subtasks it runs, and the median over TaskManagers is smoothed across windows.
+time is not CPU time everywhere (a sink waiting on a store is busy at low CPU), and on a saturated core
+every subtask waits for the CPU with records queued, which Flink counts as busy, so the rates learned
+there are the slot's, not the vertex's. The plan therefore calibrates its slot model each loop: per
+TaskManager, (CPU − idle) / (saturation − idle) over the busy time the learned rates predict for the
+records its subtasks processed (Σ records in / rate), the median over TaskManagers. Rates read on a
+saturated slot are that slot's, lower than the vertex's own, so while they stand the model errs on the
+side of more subtasks; lighter windows carrying more correct them (capacity/dag.py).
 
 An analysis extension (mape/extensions.py); its state is saved in the knowledge under "vertex".
 """
@@ -28,13 +32,10 @@ from messages.types import Assessment, JobEdge, JobGraph, JobVertex, Observation
 from recovery.downtime import DowntimeModel
 
 VERTEX = "vertex"
-CPU_PER_BUSY_SMOOTHING = 0.3
-"""Weight of a new window's CPU share of busy time."""
+CPU_PER_BUSY_SMOOTHING = 0.7
+"""Weight of a new window's CPU per predicted busy second (high: it must stay in step with the rates)."""
 MIN_BUSY_FOR_CPU = 0.2
 """A TaskManager whose subtasks are busy less than this (summed) tells too little about the CPU share."""
-CAUGHT_UP_S = 30.0
-"""The CPU share is learned only while the backlog is below this many seconds of input: a saturated core
-makes its subtasks wait for it, and that wait reads as busy."""
 
 
 @dataclass
@@ -44,7 +45,8 @@ class VertexKnowledge:
     downtime: DowntimeModel
     graph: JobGraph | None = None
     cpu_per_busy: float = math.nan
-    """CPU (cores) per second of busy time, smoothed; NaN until learned (the plan then assumes 1)."""
+    """CPU (cores) per second of busy time the learned rates predict, smoothed; NaN until learned (the plan
+    then assumes 1)."""
     rescales_learned: int = 0
     new_records: list = field(default_factory=list)
 
@@ -110,20 +112,29 @@ class VertexWatch(ObservingExtension):
                 state.learn_rescale(rescale.downtime_s, grew)
         if observation.job_graph is not None:
             state.graph = observation.job_graph
-        caught_up = assessment.backlog_records <= CAUGHT_UP_S * max(assessment.workload_avg_rps, 1.0)
-        if not assessment.problems and not assessment.warming_up and caught_up:  # no core contention
-            state.learn_cpu_share(self._cpu_share(observation))
+        if not assessment.problems and not assessment.warming_up:
+            state.learn_cpu_share(self._cpu_share(observation, knowledge))
         return assessment
 
-    def _cpu_share(self, observation: Observation) -> float:
-        """Median over TaskManagers of CPU used per busy second of the subtasks on it (NaN: too little load)."""
+    def _cpu_share(self, observation: Observation, knowledge: Knowledge) -> float:
+        """Median over TaskManagers of the CPU used per busy second the learned rates predict for the
+        records its subtasks processed (NaN: too little load or nothing learned)."""
+        graph = observation.job_graph
+        if graph is None:
+            return math.nan
+        parallelism = {v.vertex_id: v.parallelism for v in graph.vertices}
+        sources = {v.vertex_id for v in graph.sources}
         busy: dict[str, float] = {}
         for series in observation.subtasks:
-            values = series.busy_ms_per_s[np.isfinite(series.busy_ms_per_s)]
-            if series.taskmanager_id is not None and len(values):
-                busy[series.taskmanager_id] = (
-                    busy.get(series.taskmanager_id, 0.0) + float(values.mean()) / 1000
-                )
+            records = series.records_in_rps
+            if series.vertex_id in sources and not np.nansum(records) > 0:
+                records = series.records_out_rps
+            records = records[np.isfinite(records)]
+            p = parallelism.get(series.vertex_id, 0)
+            rate = knowledge.dag.subtask_rate_rps(series.vertex_id, p, series.subtask_index)
+            if series.taskmanager_id is not None and len(records) and math.isfinite(rate) and rate > 0:
+                tm = series.taskmanager_id
+                busy[tm] = busy.get(tm, 0.0) + float(records.mean()) / rate
         shares = []
         span = self.saturation_cpu - self.idle_cpu
         for worker in observation.workers:
