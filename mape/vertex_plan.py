@@ -10,7 +10,8 @@ Daedalus's recovery bound, every changed vertex in one rescale.
 - Slot sharing: subtask i of every vertex runs in slot i and they share its core, so the slot that holds
   one subtask of every vertex must fit: Σ_v cpu_per_busy · r / capacity_v(p_v) ≤ `SLOT_CPU`. While it
   does not, the vertex that loads the slot most gets one more subtask (rule ``slot-cpu``).
-- Forward edges keep both ends at the same parallelism (Flink chains or pairs them pointwise).
+- Forward edges keep both ends at the same parallelism (Flink chains or pairs them pointwise). A vertex
+  of unknown rate (a legacy source reports no busy time) runs as wide as the widest vertex it feeds.
 - Slots = the largest parallelism per slot-sharing group, summed over groups; TaskManagers =
   ⌈slots / slots per TaskManager⌉.
 - Choice (Daedalus Algorithm 1 with configurations in place of scale-outs): keep the running configuration
@@ -142,9 +143,20 @@ class Sizing:
                 rules[vid] = "ds2-walk-keyed" if self.graph.keyed(vid) else "ds2-walk"
             else:
                 parallelism[vid], rules[vid] = len(curve), "max-parallelism"
+        self._follow_downstream(parallelism, rules)
         self._forward_pairs(parallelism, rules)
         self._fit_slots(parallelism, rules, rate_rps)
         return self.evaluate(parallelism, rules)
+
+    def _follow_downstream(self, parallelism: dict[str, int], rules: dict[str, str]) -> None:
+        """A vertex of unknown rate (a legacy source reports no busy time) runs as wide as the widest vertex
+        it feeds: its work, unseen by the model, then spreads over as many slots as the job has."""
+        for vertex in reversed(self.graph.vertices):
+            vid = vertex.vertex_id
+            fed = [parallelism[e.target_id] for e in self.graph.outputs(vid)]
+            if not self.known[vid] and fed:
+                parallelism[vid] = min(max(fed), len(self.curves[vid]))
+                rules[vid] = "follow-downstream"
 
     def _forward_pairs(self, parallelism: dict[str, int], rules: dict[str, str]) -> None:
         for edge in self.graph.edges:

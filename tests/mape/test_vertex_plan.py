@@ -1,0 +1,253 @@
+"""The per-vertex plan: DS2's walk from the forecast, slot sharing, the recovery bound with the per-vertex
+path's own downtime, scale-downs only when they save slots, and the loop executing it through REST."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from config.schema import Config
+from daemon.build import knowledge_settings, make_loop, make_twin
+from mape.knowledge import Knowledge, KnowledgeStore
+from mape.vertex_knowledge import VERTEX, VertexKnowledge
+from mape.vertex_plan import (
+    SLOT_CPU,
+    Sizing,
+    VertexPolicy,
+    largest_range_factor,
+    slots_needed,
+    taskmanagers_for,
+)
+from messages.types import Assessment, CompletedRescale, Decision, JobEdge, JobGraph, JobVertex, Observation
+
+GRAPH = JobGraph(
+    (
+        JobVertex("src", "source", 2, 128),
+        JobVertex("map", "map", 4, 128),
+        JobVertex("agg", "agg", 4, 128),
+    ),
+    (JobEdge("src", "map", "REBALANCE"), JobEdge("map", "agg", "HASH")),
+)
+RATES = {"src": 10_000.0, "map": 1_000.0, "agg": 2_000.0}
+"""Per-subtask source records/s each vertex carries (its capacity grows linearly with p)."""
+
+
+class _Learned:
+    key_loads = np.ones(128) / 128  # even key groups: sized on the learned loads, no range factor
+
+
+class FakeDag:
+    """The slice of capacity/dag.py the plan reads: capacities linear in the parallelism."""
+
+    def __init__(self, rates=RATES, unknown=()):
+        self.rates, self.unknown = rates, set(unknown)
+        self.vertices = {vid: _Learned() for vid in rates}
+
+    def input_ratios(self, graph):
+        return dict.fromkeys(self.rates, 1.0)
+
+    def capacity_curve(self, graph, vertex_id, ratio, top):
+        if vertex_id in self.unknown:
+            return np.full(top, math.inf), ["unknown"] * top
+        return np.arange(1, top + 1) * self.rates[vertex_id], ["observed"] * top
+
+
+def knowledge_with(dag, *, cpu_per_busy=0.1, downtime_s=3.0, last_rescale_s=None) -> Knowledge:
+    knowledge = Knowledge()
+    knowledge.dag = dag
+    state = VertexKnowledge.fresh(downtime_s)
+    state.graph, state.cpu_per_busy = GRAPH, cpu_per_busy
+    knowledge.extensions[VERTEX] = state
+    knowledge.last_rescale_s = last_rescale_s
+    return knowledge
+
+
+def assessment(rate_rps: float, backlog: float = 0.0) -> Assessment:
+    vertices = ()  # the plan reads the graph from its knowledge; it needs to know the analysis saw vertices
+    from messages.types import VertexAssessment
+
+    vertices = tuple(
+        VertexAssessment(v.vertex_id, v.name, v.parallelism, False, 1.0, 1.0, 1.0, 0.5, 0.0, 1.0, 1.0)
+        for v in GRAPH.vertices
+    )
+    return Assessment(
+        time_s=3_600.0,
+        current_scaleout=4,
+        workload_avg_rps=rate_rps,
+        workload_max_rps=rate_rps,
+        backlog_records=backlog,
+        capacities_rps={},
+        capacity_sources={},
+        forecast_rps=np.full(900, rate_rps),
+        vertices=vertices,
+    )
+
+
+def policy(**knobs) -> VertexPolicy:
+    return VertexPolicy(1, 32, 600.0, 60.0, **knobs)
+
+
+def test_slots_are_the_widest_vertex_per_group_summed():
+    assert slots_needed({"a": 3, "b": 8, "c": 2}) == 8
+    assert slots_needed({"a": 3, "b": 8, "c": 2}, {"c": "io"}) == 10
+    assert taskmanagers_for(10, 4) == 3 and taskmanagers_for(8, 4) == 2
+
+
+def test_key_groups_split_evenly_only_at_divisors():
+    assert largest_range_factor(8, 128) == 1.0
+    assert largest_range_factor(12, 128) == pytest.approx(11 * 12 / 128)
+
+
+def test_ds2_walk_sizes_each_vertex_for_the_rate():
+    config = Sizing(GRAPH, FakeDag(), 32, cpu_per_busy=0.01).configuration(7_500.0, {})
+    assert config.parallelism == {"src": 1, "map": 8, "agg": 4}
+    assert config.rules == {"src": "ds2-walk", "map": "ds2-walk", "agg": "ds2-walk-keyed"}
+    assert config.slots == 8 and config.capacity_rps >= 7_500.0
+
+
+def test_a_keyed_vertex_without_learned_key_loads_is_sized_on_its_largest_key_group_range():
+    dag = FakeDag()
+    del dag.vertices["agg"]  # nothing learned of its key groups
+    config = Sizing(GRAPH, dag, 32, cpu_per_busy=0.01).configuration(11_800.0, {})
+    # 6 subtasks would carry 12,000 rps if even, but one holds 22 of 128 groups: 2,000 × 128/22 < 11,800
+    assert config.parallelism["agg"] == 7
+
+
+def test_the_shared_slot_gets_subtasks_until_its_core_fits():
+    sizing = Sizing(GRAPH, FakeDag(), 32, cpu_per_busy=1.0)
+    config = sizing.configuration(7_500.0, {})
+    load = sum(7_500.0 / sizing.capacity(v, p) for v, p in config.parallelism.items())
+    assert load <= SLOT_CPU
+    assert "slot-cpu" in config.rules.values()
+    assert config.slots > 8  # the DS2 walk alone (8) would overload slot 0
+
+
+def test_a_vertex_of_unknown_rate_follows_the_vertex_it_feeds_or_keeps_its_parallelism():
+    config = Sizing(GRAPH, FakeDag(unknown={"src"}), 32, cpu_per_busy=0.01).configuration(7_500.0, {"src": 2})
+    assert config.parallelism["src"] == 8 and config.rules["src"] == "follow-downstream"
+    config = Sizing(GRAPH, FakeDag(unknown={"agg"}), 32, cpu_per_busy=0.01).configuration(7_500.0, {"agg": 3})
+    assert config.parallelism["agg"] == 3 and config.rules["agg"] == "keep-unknown-rate"
+
+
+def test_forward_edges_keep_both_ends_equal():
+    graph = JobGraph(GRAPH.vertices, (JobEdge("src", "map", "FORWARD"), JobEdge("map", "agg", "HASH")))
+    config = Sizing(graph, FakeDag(), 32, cpu_per_busy=0.01).configuration(7_500.0, {})
+    assert config.parallelism["src"] == config.parallelism["map"] == 8
+    assert config.rules["src"] == "forward-edge"
+
+
+def test_scale_up_changes_every_vertex_in_one_proposal_with_a_rule_each():
+    proposal = policy().propose_configuration(assessment(9_500.0), knowledge_with(FakeDag()))
+    assert proposal.rule == "vertex-long-lived"
+    assert proposal.vertex_parallelism == {"src": 1, "map": 10, "agg": 5}
+    assert proposal.current_vertex_parallelism == {"src": 2, "map": 4, "agg": 4}
+    assert proposal.vertex_rules["src"] == "ride-along-down"  # comes down in a rescale that happens anyway
+    assert proposal.vertex_rules["map"] == "ds2-walk"
+    assert proposal.scaleout == 10  # TaskManagers: 10 slots, one per TaskManager
+
+
+def test_no_scale_down_that_saves_no_slot_unless_subtasks_have_a_price():
+    knowledge = knowledge_with(FakeDag())
+    kept = policy().propose_configuration(assessment(3_500.0), knowledge)  # needs src 1, map 4, agg 2
+    assert kept.rule == "vertex-current-valid"
+    assert kept.vertex_parallelism == kept.current_vertex_parallelism
+    assert kept.vertex_rules["agg"] == "keep-no-saving"
+    priced = policy(subtask_price=1.0).propose_configuration(assessment(3_500.0), knowledge)
+    assert priced.vertex_parallelism == {"src": 1, "map": 4, "agg": 2}
+
+
+def test_a_scale_down_that_saves_slots_happens_when_caught_up_only():
+    knowledge = knowledge_with(FakeDag())
+    down = policy().propose_configuration(assessment(1_500.0), knowledge)
+    assert down.vertex_parallelism == {"src": 1, "map": 2, "agg": 1} and down.scaleout == 2
+    catching_up = policy().propose_configuration(assessment(1_500.0, backlog=300_000.0), knowledge)
+    assert catching_up.rule == "vertex-current-valid"
+    assert catching_up.vertex_parallelism == catching_up.current_vertex_parallelism
+
+
+def test_the_recovery_bound_uses_the_per_vertex_downtime():
+    fast = policy().propose_configuration(assessment(9_500.0, backlog=1e6), knowledge_with(FakeDag()))
+    slow_knowledge = knowledge_with(FakeDag(), downtime_s=5_000.0)  # longer than the forecast horizon
+    slow_knowledge.downtime.observe("out", 1.0)  # the reactive-mode model is not consulted
+    slow = policy().propose_configuration(assessment(9_500.0, backlog=1e6), slow_knowledge)
+    assert fast.rule == "vertex-long-lived"
+    assert slow.rule == "vertex-max"
+
+
+def test_the_decision_keeps_its_per_vertex_fields_in_the_audit_and_store():
+    decision = Decision(
+        60.0, 4, 10, "vertex-long-lived", ("x",),
+        target_vertex_parallelism={"src": 1, "map": 10},
+        current_vertex_parallelism={"src": 2, "map": 4},
+        vertex_rules={"src": "ride-along-down", "map": "ds2-walk"},
+    )  # fmt: skip
+    assert decision.reconfigures and decision.action == "scale_out"
+    assert Decision.from_dict(decision.to_dict()) == decision
+    job = Decision(60.0, 4, 4, "current-valid")
+    assert "target_vertex_parallelism" not in job.to_dict()
+    same_taskmanagers = Decision(
+        60.0, 4, 4, "r", target_vertex_parallelism={"a": 2}, current_vertex_parallelism={"a": 3}
+    )
+    assert same_taskmanagers.reconfigures and same_taskmanagers.action == "scale_in"
+
+
+def test_only_per_vertex_rescales_teach_the_per_vertex_downtime_and_it_persists():
+    from mape.vertex_knowledge import VertexWatch
+
+    knowledge = knowledge_with(FakeDag())
+    observation = Observation(
+        120.0, 60.0, np.array([120.0]), np.array([1.0]), (), 0.0, 4, 100.0,
+        job_graph=GRAPH,
+        completed_rescales=(
+            CompletedRescale(60.0, 63.2, "vertex", {"map": 8}),
+            CompletedRescale(60.0, 95.0, "job"),
+        ),
+    )  # fmt: skip
+    VertexWatch(0.1, 0.95).refine(observation, knowledge, assessment(1.0))
+    state = knowledge.extensions[VERTEX]
+    assert state.downtime.observations_s("out") == [pytest.approx(3.2)]
+    assert state.downtime.observations_s("in") == []
+    assert knowledge.downtime.observations_s("out") == []  # reactive mode's model untouched
+    again = VertexKnowledge.from_dict(state.to_dict())
+    assert again.downtime.observations_s("out") == [pytest.approx(3.2)] and again.graph == GRAPH
+
+
+def _vertex_config(**twin) -> Config:
+    return Config.model_validate(
+        {
+            "twin": {"workload": "builtin:sine", **twin},
+            "scaling": {"granularity": "vertex"},
+            "knowledge": {"path": ":memory:"},
+        }
+    )
+
+
+def test_the_loop_rescales_single_vertices_through_the_vertex_target_and_learns_the_downtime():
+    config = _vertex_config(topology="wordcount", initial_scaleout=2)
+    world = make_twin(config)
+    knowledge = Knowledge.fresh(knowledge_settings(config))
+    loop = make_loop(config, world.source, world.target, knowledge, KnowledgeStore(":memory:"))
+    executed = []
+    now = 0.0
+    while now < 900.0:
+        now += 60.0
+        world.twin.advance_to(now)
+        result = loop.iterate(now)
+        if result.executed:
+            executed.append(result.decision)
+    assert executed, "the sine's load needs more than 2 subtasks per vertex"
+    first = executed[0]
+    assert first.target_vertex_parallelism is not None and first.vertex_rules
+    assert world.twin.rescales == len(executed)
+    assert knowledge.extensions[VERTEX].rescales_learned >= 1
+    assert knowledge.downtime.observations_s("out") == []  # no reactive-mode downtime learned from it
+    knowledge.close()
+
+
+def test_vertex_granularity_needs_the_per_vertex_model_and_the_twin_one_slot_per_taskmanager():
+    with pytest.raises(ValueError, match="capacity.model: dag"):
+        Config.model_validate({"scaling": {"granularity": "vertex"}, "capacity": {"model": "job"}})
+    with pytest.raises(ValueError, match="one slot"):
+        Config.model_validate({"scaling": {"granularity": "vertex", "slots_per_taskmanager": 2}})
