@@ -247,7 +247,7 @@ def test_the_loop_rescales_single_vertices_through_the_vertex_target_and_learns_
 
 
 def test_vertex_granularity_needs_the_per_vertex_model_and_the_twin_one_slot_per_taskmanager():
-    with pytest.raises(ValueError, match="capacity.model: dag"):
+    with pytest.raises(ValueError, match=r"capacity\.model: dag"):
         Config.model_validate({"scaling": {"granularity": "vertex"}, "capacity": {"model": "job"}})
     with pytest.raises(ValueError, match="one slot"):
         Config.model_validate({"scaling": {"granularity": "vertex", "slots_per_taskmanager": 2}})
