@@ -395,6 +395,12 @@ class BaselinesConfig(Section):
         gt=0,
         description="ds2: target rate as a multiple of the observed source rate (the paper used 1.0).",
     )
+    ds2_decision_interval_s: float | None = Field(
+        None,
+        gt=0,
+        description="ds2 (vertex granularity): DS2's policy interval, seconds between decisions (DS2 §4.2: "
+        "5-30 s on Flink, 60 s on Heron); default loop.interval_s.",
+    )
     ds2_activation_intervals: int = Field(
         1,
         ge=1,

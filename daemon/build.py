@@ -185,6 +185,9 @@ def loop_interval_s(config: Config) -> float:
     """Seconds between iterations: the HPA baselines run at the HPA's sync period, the rest at loop.interval_s."""
     if config.scaling.policy.startswith("hpa-"):
         return config.baselines.hpa_sync_period_s
+    interval_s = config.baselines.ds2_decision_interval_s
+    if config.scaling.policy == "ds2" and per_vertex(config) and interval_s is not None:
+        return interval_s
     return config.loop.interval_s
 
 

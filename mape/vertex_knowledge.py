@@ -38,6 +38,19 @@ MIN_BUSY_FOR_CPU = 0.2
 """A TaskManager whose subtasks are busy less than this (summed) tells too little about the CPU share."""
 
 
+@dataclass(frozen=True)
+class VertexWindow:
+    """One vertex over the last loop window, summed over its subtasks (the per-vertex baselines' input)."""
+
+    parallelism: int
+    records_in_rps: float
+    records_out_rps: float
+    busy_mean: float
+    """Mean busy share over subtasks and samples (NaN: Flink reports none)."""
+    busy_max: float
+    """Busy share of the busiest subtask (the Flink operator's MAX aggregator)."""
+
+
 @dataclass
 class VertexKnowledge:
     """The per-vertex path's downtime, the job graph last seen, and the CPU share of busy time."""
@@ -49,6 +62,8 @@ class VertexKnowledge:
     then assumes 1)."""
     rescales_learned: int = 0
     new_records: list = field(default_factory=list)
+    window: dict[str, VertexWindow] = field(default_factory=dict)
+    """Vertex id → the last window's task metrics (not persisted: one window old at most)."""
 
     @classmethod
     def fresh(cls, prior_s: float, window: int = 20) -> VertexKnowledge:
@@ -112,6 +127,7 @@ class VertexWatch(ObservingExtension):
                 state.learn_rescale(rescale.downtime_s, grew)
         if observation.job_graph is not None:
             state.graph = observation.job_graph
+            state.window = vertex_windows(observation)
         if not assessment.problems and not assessment.warming_up:
             state.learn_cpu_share(self._cpu_share(observation, knowledge))
         return assessment
@@ -143,6 +159,41 @@ class VertexWatch(ObservingExtension):
             if len(cpu) and load >= MIN_BUSY_FOR_CPU and span > 0:
                 shares.append((float(cpu.mean()) - self.idle_cpu) / span / load)
         return float(np.median(shares)) if shares else math.nan
+
+
+def vertex_windows(observation: Observation) -> dict[str, VertexWindow]:
+    """Per vertex, its subtasks' records and busy time over the window (samples of the current run)."""
+    graph = observation.job_graph
+    sources = {v.vertex_id for v in graph.sources}
+    grouped: dict[str, list] = {}
+    for series in observation.subtasks:
+        grouped.setdefault(series.vertex_id, []).append(series)
+    windows = {}
+    for vertex in graph.vertices:
+        subtasks = grouped.get(vertex.vertex_id, [])
+        records_in = [_mean(_records_in(s, vertex.vertex_id in sources)) for s in subtasks]
+        records_out = [_mean(s.records_out_rps) for s in subtasks]
+        busy = [_mean(s.busy_ms_per_s) / 1000.0 for s in subtasks]
+        known = [b for b in busy if math.isfinite(b)]
+        windows[vertex.vertex_id] = VertexWindow(
+            vertex.parallelism,
+            float(np.nansum(records_in)) if any(map(math.isfinite, records_in)) else math.nan,
+            float(np.nansum(records_out)) if any(map(math.isfinite, records_out)) else math.nan,
+            float(np.mean(known)) if known else math.nan,
+            max(known) if known else math.nan,
+        )
+    return windows
+
+
+def _records_in(series, source: bool) -> np.ndarray:
+    if source and not np.nansum(series.records_in_rps) > 0:
+        return series.records_out_rps
+    return series.records_in_rps
+
+
+def _mean(values: np.ndarray) -> float:
+    finite = values[np.isfinite(values)]
+    return float(finite.mean()) if len(finite) else math.nan
 
 
 def _graph_dict(graph: JobGraph) -> dict:

@@ -4,6 +4,9 @@
 - `hpa-80`, `hpa-85`: the Kubernetes Horizontal Pod Autoscaler's algorithm on CPU;
 - `flink-operator`: the Flink Kubernetes Operator autoscaler's rule (true processing rate from busy time);
 - `ds2`: DS2's reactive true-rate scaling;
+- at vertex granularity (scaling.granularity: vertex) `flink-operator` and `ds2` decide every vertex's
+  parallelism as the operator's autoscaler and DS2's scaling manager do (vertex_operator.py,
+  vertex_ds2.py);
 - and the oracle floor (`oracle_workers`), which is not a policy: the twin's ground truth, per second.
 """
 
@@ -16,13 +19,17 @@ from simulator.baselines.flink_operator import FlinkOperatorPolicy, OperatorSett
 from simulator.baselines.hpa import HpaPolicy
 from simulator.baselines.oracle import ORACLE, oracle_workers
 from simulator.baselines.static import StaticPolicy
+from simulator.baselines.vertex_ds2 import Ds2VertexPolicy
+from simulator.baselines.vertex_operator import OperatorVertexPolicy
 
 __all__ = [
     "BASELINE_POLICIES",
     "ORACLE",
     "Ds2Policy",
+    "Ds2VertexPolicy",
     "FlinkOperatorPolicy",
     "HpaPolicy",
+    "OperatorVertexPolicy",
     "StaticPolicy",
     "make_baseline",
     "oracle_workers",
@@ -50,8 +57,21 @@ def make_baseline(config: Config) -> Policy:
             stabilization_interval_s=b.operator_stabilization_interval_s,
             scale_down_interval_s=b.operator_scale_down_interval_s,
             scale_down_max_factor=b.operator_scale_down_max_factor,
+            scale_up_max_factor=b.operator_scale_up_max_factor,
         )
+        if scaling.granularity == "vertex":
+            return OperatorVertexPolicy(scaling.max_scaleout, scaling.slots_per_taskmanager, settings)
         return FlinkOperatorPolicy(scaling.min_scaleout, scaling.max_scaleout, settings)
+    if name == "ds2" and scaling.granularity == "vertex":
+        return Ds2VertexPolicy(
+            scaling.max_scaleout,
+            scaling.slots_per_taskmanager,
+            b.ds2_target_ratio,
+            b.ds2_activation_intervals,
+            b.ds2_warmup_intervals,
+            b.ds2_scaling_factor,
+            b.ds2_min_change,
+        )
     if name == "ds2":
         return Ds2Policy(b.ds2_target_ratio)
     raise ValueError(f"not a baseline policy: {name!r}")
