@@ -135,7 +135,9 @@ class OperatorVertexPolicy:
             return hold(graph, current, "operator-within-band", *notes)
         chosen, rules = self._delay_scale_downs(a.time_s, current, wanted)
         if chosen == current:
-            return hold(graph, current, "operator-scale-down-delayed", *notes)
+            return vertex_proposal(
+                graph, current, current, rules, "operator-scale-down-delayed", tuple(notes)
+            )
         rule = "operator-scale-up" if any(chosen[v] > current[v] for v in current) else "operator-scale-down"
         notes.insert(0, f"outside the utilization band: {', '.join(outside)}")
         return vertex_proposal(graph, current, chosen, rules, rule, tuple(notes), self.slots_per_taskmanager)
