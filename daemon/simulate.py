@@ -82,6 +82,7 @@ def simulate(
     summary.update(
         vertices.summary(), topology=world.twin.topology.name, capacity_model=config.capacity.model
     )
+    summary.update(granularity=world.twin.granularity, final_vertex_parallelism=world.twin.vertex_parallelism)
     summary.update(recovery_summary(world.twin, config.recovery.target_s))
     summary.update(_latency_summary(world.twin, config, knowledge))
     summary["recovery_observed_median_s"] = _median([r.recovery_s for r in observed if r.recovered])

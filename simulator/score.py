@@ -7,7 +7,7 @@ import numpy as np
 from simulator.twin import Twin
 
 
-def score(twin: Twin, slo_s: float = 30.0) -> dict[str, object]:
+def score(twin: Twin, slo_s: float = 30.0) -> dict[str, float | int]:
     """Plain-number summary of a run so far, JSON-serialisable (latencies are NaN if nothing was processed).
 
     Cost: `cpu_seconds` and `memory_mb_seconds` are what the TaskManagers hold (cores and process plus
@@ -44,12 +44,10 @@ def score(twin: Twin, slo_s: float = 30.0) -> dict[str, object]:
         "records_processed": int(twin.records_processed),
         "records_replayed": int(twin.records_processed_total - twin.records_processed),
         "worker_capacity_rps": float(twin.worker_capacity_rps),
-        "granularity": twin.granularity,
         "slot_seconds": int(twin.slot_seconds),
         "subtask_seconds": int(twin.subtask_seconds),
         "cpu_used_seconds": round(float(twin.cpu_used_seconds), 1),
         "subtask_memory_mb_seconds": round(float(twin.subtask_memory_mb_seconds), 1),
-        "final_vertex_parallelism": twin.vertex_parallelism,
         "reference_capacity_rps": float(twin.reference_capacity_rps(twin.params.reference_scaleout)),
     }
 
