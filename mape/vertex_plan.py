@@ -20,8 +20,9 @@ Daedalus's recovery bound, every changed vertex in one rescale.
   per-vertex path's learned downtime, no replay: Flink 2.x restarts from a checkpoint taken for the
   rescale) meets the recovery target and the configuration carries the forecast until recovered
   (``vertex-long-lived``; ``vertex-max`` when none does). The running configuration is kept while it
-  carries the horizon and drains its backlog within the target (``vertex-current-valid``) unless the
-  new one needs fewer slots (or sheds subtasks worth a TaskManager at `subtask_price`) and the job is
+  carries the average load and the forecast until its backlog is drained (at least until the next loop)
+  and drains it within the target (``vertex-current-valid``: Daedalus keeps the current scale-out when it
+  is valid, and moves only to a long-lived one) unless the new one needs fewer slots (or sheds subtasks worth a TaskManager at `subtask_price`) and the job is
   not catching up.
 - A vertex is scaled down on its own only when that saves slots (or the subtask price); in a rescale that
   happens anyway, vertices above their need come down with it (``ride-along-down``). Every vertex's rule
@@ -272,10 +273,10 @@ class VertexPolicy:
 
         chosen, rule, why = self._candidate(sizing, current, forecast, a.backlog_records, state.downtime)
         drain_s = predict_recovery_s(running.capacity_rps, forecast, a.backlog_records, 0.0, 0.0)
-        running_valid = (
-            running.capacity_rps >= horizon_max
-            and running.capacity_rps > average
+        running_valid = (  # Daedalus: the current scale-out needs only carry the load until recovered
+            running.capacity_rps > average
             and drain_s <= self.recovery_target_s
+            and running.capacity_rps >= _peak(forecast, max(drain_s, self.loop_interval_s))
         )
         catching_up = a.backlog_records > chosen.capacity_rps * self.loop_interval_s
         if running_valid:

@@ -1,0 +1,245 @@
+"""Per-vertex parallelism: foresail at vertex granularity against foresail at job granularity and the
+per-vertex baselines (DS2, the Flink operator) with their main knob swept, on every shipped topology ×
+the three shared traces; and the cold start from every vertex at parallelism 1.
+
+Usage:
+  python benchmarks/vertex_evaluation.py [--topologies wordcount,ysb] [--traces sine] [--duration-s 7200]
+      [--jobs 2] [--report docs/evaluation/vertex.md]
+
+Runs are short (the first `--duration-s` seconds of each trace; the twin is sized on that part's peak).
+Each baseline is shown at its best knob: the knob value with the fewest seconds over the SLO, then the
+fewest CPU-seconds. The checks of issue 13: at no worse seconds over SLO than each baseline at its best,
+foresail (vertex) uses ≤ 0.8× its CPU-seconds and ≤ its rescales, and ≤ 0.9× the CPU-seconds of
+foresail at job granularity. CPU-seconds are the cores the TaskManagers hold (`cpu_seconds`); the CPU
+they used (`cpu_used_seconds`) is reported beside them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import warnings
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from config.load import parse_config  # noqa: E402
+from daemon.cold_start import cold_start  # noqa: E402
+from daemon.report import TRACES, WORKLOADS  # noqa: E402
+from daemon.simulate import simulate  # noqa: E402
+from forecasting.blas import limit_blas_threads  # noqa: E402
+from simulator.topology import shipped_topologies  # noqa: E402
+
+VARIANTS: dict[str, tuple[str, str, dict]] = {
+    # name: (policy, granularity, baselines knobs)
+    "foresail": ("foresail", "vertex", {}),
+    "foresail:job": ("foresail", "job", {}),
+    **{f"ds2 factor {f}": ("ds2", "vertex", {"ds2_scaling_factor": f}) for f in (1.0, 1.5, 2.0, 3.0)},
+    **{
+        f"flink-operator util {u}": ("flink-operator", "vertex", {"operator_target_utilization": u})
+        for u in (0.5, 0.7, 0.9)
+    },
+}
+KEPT = (
+    "avg_workers",
+    "seconds_over_slo",
+    "rescales",
+    "slot_seconds",
+    "cpu_seconds",
+    "cpu_used_seconds",
+    "memory_mb_seconds",
+    "subtask_memory_mb_seconds",
+    "final_vertex_parallelism",
+    "duration_s",
+    "wall_time_s",
+)
+COLD_RATE_RPS = 40_000.0
+
+
+def _quiet() -> None:
+    limit_blas_threads()
+    warnings.filterwarnings("ignore")
+    import logging
+
+    import structlog
+
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+
+
+def _run(task: tuple[str, str, str, str]) -> dict:
+    _quiet()
+    topology, trace, path, variant = task
+    policy, granularity, knobs = VARIANTS[variant]
+    data = {
+        "twin": {"workload": path, "topology": topology},
+        "scaling": {"policy": policy, "granularity": granularity},
+        "baselines": knobs,
+        "knowledge": {"path": ":memory:"},
+    }
+    summary = simulate(parse_config(data, "vertex evaluation"))
+    return {"topology": topology, "trace": trace, "variant": variant} | {k: summary[k] for k in KEPT}
+
+
+def _cold(task: tuple[str, str, str]) -> dict:
+    _quiet()
+    topology, policy, path = task
+    data = {
+        "twin": {"workload": path, "topology": topology, "initial_scaleout": 1},
+        "scaling": {"policy": policy, "granularity": "vertex"},
+        "knowledge": {"path": ":memory:"},
+    }
+    result = cold_start(parse_config(data, "cold start"))
+    return {k: v for k, v in result.items() if k != "steps"} | {
+        "first_steps": [(s["time_s"], s["true_capacity_rps"], s["holds"]) for s in result["steps"][:4]]
+    }
+
+
+def short_traces(traces: list[str], seconds: int, directory: Path) -> dict[str, str]:
+    paths = {}
+    for trace in traces:
+        lines = (WORKLOADS / TRACES[trace]).read_text().splitlines()
+        path = directory / f"{trace}_{seconds}s.csv"
+        path.write_text("\n".join(lines[: 1 + seconds]) + "\n")
+        paths[trace] = str(path)
+    return paths
+
+
+def best(rows: list[dict], prefix: str) -> dict | None:
+    """The baseline's best knob: fewest seconds over the SLO, then fewest CPU-seconds."""
+    candidates = [r for r in rows if r["variant"].startswith(prefix)]
+    return min(candidates, key=lambda r: (r["seconds_over_slo"], r["cpu_seconds"]), default=None)
+
+
+def checks(results: list[dict]) -> list[str]:
+    lines = []
+    for topology, trace in dict.fromkeys((r["topology"], r["trace"]) for r in results):
+        rows = [r for r in results if (r["topology"], r["trace"]) == (topology, trace)]
+        by = {r["variant"]: r for r in rows}
+        ours, job = by.get("foresail"), by.get("foresail:job")
+        if ours is None:
+            continue
+        parts = []
+        for prefix in ("ds2", "flink-operator"):
+            base = best(rows, prefix)
+            if base is None:
+                continue
+            slo_ok = ours["seconds_over_slo"] <= base["seconds_over_slo"]
+            cpu = ours["cpu_seconds"] / base["cpu_seconds"]
+            used = ours["cpu_used_seconds"] / base["cpu_used_seconds"]
+            rescales_ok = ours["rescales"] <= base["rescales"]
+            parts.append(
+                f"vs {base['variant']}: SLO {ours['seconds_over_slo']} vs {base['seconds_over_slo']} "
+                f"({'ok' if slo_ok else 'WORSE'}), CPU-s ×{cpu:.2f} ({'ok' if cpu <= 0.8 else 'MISSED'}; used "
+                f"×{used:.2f}), rescales {ours['rescales']} vs {base['rescales']} "
+                f"({'ok' if rescales_ok else 'MISSED'})"
+            )
+        if job is not None:
+            cpu = ours["cpu_seconds"] / job["cpu_seconds"]
+            used = ours["cpu_used_seconds"] / job["cpu_used_seconds"]
+            memory = ours["subtask_memory_mb_seconds"] / job["subtask_memory_mb_seconds"]
+            parts.append(
+                f"vs job granularity: CPU-s ×{cpu:.2f} ({'ok' if cpu <= 0.9 else 'MISSED'}; used ×{used:.2f}), "
+                f"subtask memory ×{memory:.2f}, SLO {ours['seconds_over_slo']} vs {job['seconds_over_slo']}"
+            )
+        lines.append(f"- {topology} × {trace}: " + "; ".join(parts))
+    return lines
+
+
+def table(results: list[dict]) -> str:
+    lines = [
+        "| topology | trace | variant | avg TMs | s over SLO | rescales | CPU-s | CPU used s | subtask MB·s "
+        "| final parallelism |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in results:
+        final = ", ".join(f"{k} {v}" for k, v in r["final_vertex_parallelism"].items())
+        lines.append(
+            f"| {r['topology']} | {r['trace']} | {r['variant']} | {r['avg_workers']:.2f} | "
+            f"{r['seconds_over_slo']} | {r['rescales']} | {r['cpu_seconds']:,.0f} | {r['cpu_used_seconds']:,.0f} | "
+            f"{r['subtask_memory_mb_seconds']:,.0f} | {final} |"
+        )
+    return "\n".join(lines)
+
+
+def cold_table(rows: list[dict]) -> str:
+    lines = [
+        "| topology | policy | uniform parallelism needed | rescales to hold | rescales in the hour | holds at end "
+        "| final parallelism |",
+        "|---|---|---:|---:|---:|---|---|",
+    ]
+    for r in rows:
+        final = ", ".join(f"{k} {v}" for k, v in r["final_vertex_parallelism"].items())
+        steps = "never" if r["steps_to_hold"] is None else r["steps_to_hold"]
+        lines.append(
+            f"| {r['topology']} | {r['policy']} | {r['uniform_parallelism_needed']} | {steps} | {r['rescales']} | "
+            f"{r['holds_at_end']} | {final} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    limit_blas_threads()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--topologies", default=",".join(shipped_topologies()))
+    parser.add_argument("--traces", default=",".join(TRACES))
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--duration-s", type=int, default=7200, help="head of each trace to run")
+    parser.add_argument("--cold-s", type=int, default=3600, help="length of the cold-start runs")
+    parser.add_argument("--no-cold", action="store_true")
+    parser.add_argument("--no-traces", action="store_true")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--report", type=Path, help="write a Markdown report here (and its summary.json)")
+    args = parser.parse_args()
+    topologies = [t.strip() for t in args.topologies.split(",") if t.strip()]
+    traces = [t.strip() for t in args.traces.split(",") if t.strip()]
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    results, cold = [], []
+    with tempfile.TemporaryDirectory() as directory, ProcessPoolExecutor(args.jobs) as pool:
+        paths = short_traces(traces, args.duration_s, Path(directory))
+        if not args.no_traces:
+            tasks = [(t, tr, paths[tr], v) for t in topologies for tr in traces for v in variants]
+            for done, row in enumerate(pool.map(_run, tasks), start=1):
+                results.append(row)
+                print(
+                    f"[{done}/{len(tasks)}] {row['topology']} × {row['trace']} × {row['variant']}: "
+                    f"{row['avg_workers']:.2f} TMs, {row['seconds_over_slo']} s over SLO, {row['rescales']} rescales",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        if not args.no_cold:
+            constant = Path(directory) / "constant.csv"
+            constant.write_text(
+                "second|count\n" + "".join(f"{s}|{COLD_RATE_RPS:.0f}\n" for s in range(args.cold_s))
+            )
+            tasks = [
+                (t, p, str(constant))
+                for t in ("wordcount", "ysb")
+                for p in ("foresail", "ds2", "flink-operator")
+            ]
+            cold = list(pool.map(_cold, tasks))
+    text = ""
+    if results:
+        text += f"{table(results)}\n\n## Checks\n\n" + "\n".join(checks(results)) + "\n\n"
+    if cold:
+        text += f"## Cold start (every vertex at 1, {COLD_RATE_RPS:.0f} rps constant)\n\n{cold_table(cold)}\n"
+    print(text)
+    if args.report:
+        args.report.parent.mkdir(parents=True, exist_ok=True)
+        summary = args.report.with_suffix("") / "summary.json"
+        summary.parent.mkdir(parents=True, exist_ok=True)
+        summary.write_text(json.dumps({"runs": results, "cold_start": cold}, indent=1))
+        args.report.write_text(
+            "# Per-vertex parallelism: foresail against job granularity and the per-vertex baselines\n\n"
+            f"Generated by `python benchmarks/vertex_evaluation.py --duration-s {args.duration_s} --report "
+            f"{args.report}` (first {args.duration_s} s of each trace, one seed).\n\n{text}",
+            encoding="utf-8",
+        )
+
+
+if __name__ == "__main__":
+    main()
