@@ -157,7 +157,7 @@ def table(results: list[dict]) -> str:
         "|---|---|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in results:
-        final = ", ".join(f"{k} {v}" for k, v in r["final_vertex_parallelism"].items())
+        final = _parallelism(r)
         lines.append(
             f"| {r['topology']} | {r['trace']} | {r['variant']} | {r['avg_workers']:.2f} | "
             f"{r['seconds_over_slo']} | {r['rescales']} | {r['cpu_seconds']:,.0f} | {r['cpu_used_seconds']:,.0f} | "
@@ -173,13 +173,17 @@ def cold_table(rows: list[dict]) -> str:
         "|---|---|---:|---:|---:|---|---|",
     ]
     for r in rows:
-        final = ", ".join(f"{k} {v}" for k, v in r["final_vertex_parallelism"].items())
+        final = _parallelism(r)
         steps = "never" if r["steps_to_hold"] is None else r["steps_to_hold"]
         lines.append(
             f"| {r['topology']} | {r['policy']} | {r['uniform_parallelism_needed']} | {steps} | {r['rescales']} | "
             f"{r['holds_at_end']} | {final} |"
         )
     return "\n".join(lines)
+
+
+def _parallelism(row: dict) -> str:
+    return ", ".join(f"{name} {p}" for name, p in row["final_vertex_parallelism"].items())
 
 
 def main() -> None:

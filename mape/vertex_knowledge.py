@@ -142,9 +142,7 @@ class VertexWatch(ObservingExtension):
         sources = {v.vertex_id for v in graph.sources}
         busy: dict[str, float] = {}
         for series in observation.subtasks:
-            records = series.records_in_rps
-            if series.vertex_id in sources and not np.nansum(records) > 0:
-                records = series.records_out_rps
+            records = _records_in(series, series.vertex_id in sources)
             records = records[np.isfinite(records)]
             p = parallelism.get(series.vertex_id, 0)
             rate = knowledge.dag.subtask_rate_rps(series.vertex_id, p, series.subtask_index)

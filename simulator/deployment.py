@@ -224,44 +224,26 @@ class Deployment:
             load = self._ratios[v] * shares[v, :p]
             with np.errstate(divide="ignore"):
                 capacity[v, :p] = np.where(load > 0, (1.0 - overhead[v]) * subtask_rps / load, math.inf)
-        with np.errstate(divide="ignore"):
-            busy_per_record = np.where(np.isfinite(capacity), (1.0 - overhead[:, None]) / capacity, 0.0)
-        cpu_share = np.array([v.cpu_share for v in topology.vertices])
         overhead_cpu = np.array([v.overhead_cpu for v in topology.vertices])
-        vertex_limit = capacity.min(axis=1)
-        bottleneck = int(np.argmin(vertex_limit))
-        capacity_rps = float(vertex_limit[bottleneck])
-        cpu_per_record = cpu_share @ busy_per_record
+        cpu_share = np.array([v.cpu_share for v in topology.vertices])
         spare_cpu = 1.0 - cpu_share @ (overhead[:, None] * present) - overhead_cpu @ present
-        with np.errstate(divide="ignore"):
-            cpu_limit = float(np.min(np.where(cpu_per_record > 0, spare_cpu / cpu_per_record, math.inf)))
-        if cpu_limit < capacity_rps * (1.0 - 1e-9):
-            capacity_rps, bottleneck = max(cpu_limit, 0.0), CPU_BOTTLENECK
-        source = next(i for i, v in enumerate(topology.vertices) if not v.inputs)
-        return JobLoad(
-            shares,
-            capacity,
-            busy_per_record,
-            overhead,
-            cpu_share,
-            float(overhead_cpu.sum()),
-            shares[source],
-            shares[stateful],
-            capacity_rps,
-            bottleneck,
-            present,
-            overhead_cpu,
+        return _job_load(
+            topology, shares, capacity, overhead, spare_cpu, float(overhead_cpu.sum()), present, overhead_cpu
         )
 
     def vertex_capacity_rps_for(self, parallelism: tuple[int, ...]) -> float:
         """Job capacity if the vertices ran at `parallelism` now (the oldest workers, then new pods)."""
-        n = max(parallelism)
+        speeds = self._speeds_for(max(parallelism))
+        return self._vertex_load_of(speeds, self.managed_mb, tuple(parallelism)).capacity_rps
+
+    def _speeds_for(self, n: int) -> list[float]:
+        """Speeds of the oldest n workers, or these plus the next new pods."""
         speeds = self._speeds[:n]
         number = self._next_number
         while len(speeds) < n:
             speeds.append(self.speed_of(number))
             number += 1
-        return self._vertex_load_of(speeds, self.managed_mb, tuple(parallelism)).capacity_rps
+        return speeds
 
     def capacities_rps(self) -> np.ndarray:
         """Each current worker's unit capacity: records/s of a cost-1.0 vertex, memory effects included."""
@@ -275,11 +257,7 @@ class Deployment:
     def capacity_rps_for(self, n: int, managed_mb: float | None = None) -> float:
         """Job capacity if resized to n now (at `managed_mb` per slot, default the current memory): the
         oldest n workers, or these plus the next new pods."""
-        speeds = self._speeds[:n]
-        number = self._next_number
-        while len(speeds) < n:
-            speeds.append(self.speed_of(number))
-            number += 1
+        speeds = self._speeds_for(n)
         return self._load_of(speeds, self.managed_mb if managed_mb is None else managed_mb).capacity_rps
 
     def reference_capacity_rps(self, n: int) -> float:
@@ -319,29 +297,48 @@ class Deployment:
             load = self._ratios[v] * shares[v]
             with np.errstate(divide="ignore"):
                 capacity[v] = np.where(load > 0, (1.0 - overhead[v]) * subtask_rps / load, math.inf)
-        with np.errstate(divide="ignore"):
-            busy_per_record = np.where(np.isfinite(capacity), (1.0 - overhead[:, None]) / capacity, 0.0)
         cpu_share = np.array([v.cpu_share for v in topology.vertices])
         overhead_cpu = sum(v.overhead_cpu for v in topology.vertices)
-        vertex_limit = capacity.min(axis=1)
-        bottleneck = int(np.argmin(vertex_limit))
-        capacity_rps = float(vertex_limit[bottleneck])
-        cpu_per_record = cpu_share @ busy_per_record
         spare_cpu = 1.0 - float(cpu_share @ overhead) - overhead_cpu
-        with np.errstate(divide="ignore"):
-            cpu_limit = float(np.min(np.where(cpu_per_record > 0, spare_cpu / cpu_per_record, math.inf)))
-        if cpu_limit < capacity_rps * (1.0 - 1e-9):  # the core binds before any one vertex does
-            capacity_rps, bottleneck = max(cpu_limit, 0.0), CPU_BOTTLENECK
-        source = next(i for i, v in enumerate(topology.vertices) if not v.inputs)
-        return JobLoad(
-            shares,
-            capacity,
-            busy_per_record,
-            overhead,
-            cpu_share,
-            overhead_cpu,
-            shares[source],
-            shares[stateful],
-            capacity_rps,
-            bottleneck,
-        )
+        return _job_load(topology, shares, capacity, overhead, spare_cpu, overhead_cpu)
+
+
+def _job_load(
+    topology: Topology,
+    shares: np.ndarray,
+    capacity: np.ndarray,
+    overhead: np.ndarray,
+    spare_cpu: float | np.ndarray,
+    overhead_cpu: float,
+    present: np.ndarray | None = None,
+    overhead_cpu_by_vertex: np.ndarray | None = None,
+) -> JobLoad:
+    """The coefficients from each subtask's capacity: the first limit that binds, a vertex or a core
+    (`spare_cpu`: the core each TaskManager has left beside its overheads, one number or one per worker)."""
+    with np.errstate(divide="ignore"):
+        busy_per_record = np.where(np.isfinite(capacity), (1.0 - overhead[:, None]) / capacity, 0.0)
+    cpu_share = np.array([v.cpu_share for v in topology.vertices])
+    vertex_limit = capacity.min(axis=1)
+    bottleneck = int(np.argmin(vertex_limit))
+    capacity_rps = float(vertex_limit[bottleneck])
+    cpu_per_record = cpu_share @ busy_per_record
+    with np.errstate(divide="ignore"):
+        cpu_limit = float(np.min(np.where(cpu_per_record > 0, spare_cpu / cpu_per_record, math.inf)))
+    if cpu_limit < capacity_rps * (1.0 - 1e-9):  # the core binds before any one vertex does
+        capacity_rps, bottleneck = max(cpu_limit, 0.0), CPU_BOTTLENECK
+    source = next(i for i, v in enumerate(topology.vertices) if not v.inputs)
+    stateful = topology.stateful_index
+    return JobLoad(
+        shares,
+        capacity,
+        busy_per_record,
+        overhead,
+        cpu_share,
+        overhead_cpu,
+        shares[source],
+        shares[stateful],
+        capacity_rps,
+        bottleneck,
+        present,
+        overhead_cpu_by_vertex,
+    )
