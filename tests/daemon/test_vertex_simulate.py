@@ -67,3 +67,17 @@ def test_cold_start_reaches_a_configuration_that_holds_in_at_most_two_rescales(t
     assert result["uniform_parallelism_needed"] >= 8  # the bottleneck needs ≥ 8 subtasks
     assert result["steps_to_hold"] is not None and result["steps_to_hold"] <= 2
     assert result["steps"][0]["rule"].startswith("vertex-")
+
+
+def test_compare_runs_the_per_vertex_baselines_at_vertex_granularity(tmp_path, short_trace, capsys):
+    out = tmp_path / "out"
+    argv = ["compare", "--workload", str(short_trace), "--policies", "foresail,ds2", "--seeds", "1"]
+    assert (
+        main([*argv, "--jobs", "1", "--granularity", "vertex", "--topology", "wordcount", "--out", str(out)])
+        == 0
+    )
+    summary = json.loads((out / "summary.json").read_text())
+    for policy in ("foresail", "ds2"):
+        (run,) = summary["runs"][policy]
+        assert run["granularity"] == "vertex" and run["slot_seconds"] > 0
+    capsys.readouterr()
