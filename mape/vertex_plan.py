@@ -7,9 +7,10 @@ Daedalus's recovery bound, every changed vertex in one rescale.
   keyed vertex whose key-group loads are not learned yet is sized on its largest key-group range
   (⌈max parallelism / p⌉ groups), so its parallelism lands where the key groups split most evenly for
   the subtasks it runs.
-- Slot sharing: subtask i of every vertex runs in slot i and they share its core, so the slot that holds
-  one subtask of every vertex must fit: Σ_v cpu_per_busy · r / capacity_v(p_v) ≤ `SLOT_CPU`. While it
-  does not, the vertex that loads the slot most gets one more subtask (rule ``slot-cpu``).
+- Slot sharing: subtask i of every vertex runs in slot i and they share its core, so every slot must fit:
+  cpu_per_busy · r · Σ_v a_v · share_v,i / rate_v,i ≤ `SLOT_CPU` (shares and rates per subtask, skew
+  included: a hot key's subtask loads its own slot, not slot 0). While the fullest slot does not fit, the
+  vertex whose next subtask relieves it most gets one (rule ``slot-cpu``), where that adds no slot first.
 - Forward edges keep both ends at the same parallelism (Flink chains or pairs them pointwise). A vertex
   of unknown rate (a legacy source reports no busy time) runs as wide as the widest vertex it feeds.
 - Slots = the largest parallelism per slot-sharing group, summed over groups; TaskManagers =
@@ -96,6 +97,8 @@ class Sizing:
         self.groups = groups or {}
         self.cpu_per_busy = cpu_per_busy if math.isfinite(cpu_per_busy) and cpu_per_busy > 0 else 1.0
         ratios = dag.input_ratios(graph)
+        self.dag, self.ratios = dag, ratios
+        self._busy: dict[tuple[str, int], np.ndarray] = {}
         self.curves: dict[str, np.ndarray] = {}
         self.known: dict[str, bool] = {}
         for vertex in graph.vertices:
@@ -117,10 +120,32 @@ class Sizing:
         curve = self.curves[vertex_id]
         return float(curve[min(parallelism, len(curve)) - 1]) if self.known[vertex_id] else math.inf
 
+    def busy_per_record(self, vertex_id: str, parallelism: int) -> np.ndarray:
+        """Per subtask, the busy seconds one source record costs it (its share over its rate; 0 unknown)."""
+        key = (vertex_id, parallelism)
+        if key not in self._busy:
+            vector = np.zeros(parallelism)
+            if self.known[vertex_id]:
+                rates, _ = self.dag.vertex_rates(self.graph, vertex_id, parallelism)
+                shares = self.dag.shares(self.graph, vertex_id, parallelism)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    vector = np.where(rates > 0, self.ratios[vertex_id] * shares / rates, 0.0)
+                vector = np.nan_to_num(vector, nan=0.0, posinf=0.0)
+            self._busy[key] = vector
+        return self._busy[key]
+
+    def slot_busy_per_record(self, parallelism: Mapping[str, int]) -> float:
+        """The fullest slot's busy seconds per source record: slot i holds subtask i of every vertex."""
+        total = np.zeros(max(parallelism.values()))
+        for vid, p in parallelism.items():
+            vector = self.busy_per_record(vid, p)
+            total[: len(vector)] += vector
+        return float(total.max())
+
     def evaluate(self, parallelism: Mapping[str, int], rules: Mapping[str, str] | None = None):
         """The configuration's capacity: its hottest subtask's limit and its fullest slot's CPU limit."""
         limits = [self.capacity(v, p) for v, p in parallelism.items()]
-        per_record = sum(1.0 / c for c in limits if math.isfinite(c) and c > 0)
+        per_record = self.slot_busy_per_record(parallelism)
         cpu_limit = SLOT_CPU / (self.cpu_per_busy * per_record) if per_record > 0 else math.inf
         return VertexConfiguration(
             dict(parallelism),
@@ -173,18 +198,14 @@ class Sizing:
         if not math.isfinite(rate_rps) or rate_rps <= 0:
             return
         tops = {vid: len(curve) for vid, curve in self.curves.items()}
-
-        def load(vid: str, p: int) -> float:
-            capacity = self.capacity(vid, p)
-            return rate_rps / capacity if math.isfinite(capacity) and capacity > 0 else 0.0
-
-        while self.cpu_per_busy * sum(load(v, p) for v, p in parallelism.items()) > SLOT_CPU:
+        fits = SLOT_CPU / (self.cpu_per_busy * rate_rps)  # the busy seconds per record a slot may take
+        while (fullest := self.slot_busy_per_record(parallelism)) > fits:
             slots = max(parallelism.values())
-            relief = {
-                vid: load(vid, p) - load(vid, p + 1)
-                for vid, p in parallelism.items()
-                if p < tops[vid] and load(vid, p) > 0
-            }
+            relief = {}
+            for vid, p in parallelism.items():
+                if p < tops[vid]:
+                    relief[vid] = fullest - self.slot_busy_per_record({**parallelism, vid: p + 1})
+            relief = {vid: r for vid, r in relief.items() if r > 1e-12}
             if not relief:
                 return
             free = [vid for vid in relief if parallelism[vid] < slots]

@@ -48,6 +48,14 @@ class FakeDag:
     def input_ratios(self, graph):
         return dict.fromkeys(self.rates, 1.0)
 
+    def shares(self, graph, vertex_id, parallelism):
+        return np.full(parallelism, 1.0 / parallelism)
+
+    def vertex_rates(self, graph, vertex_id, parallelism):
+        if vertex_id in self.unknown:
+            return np.full(parallelism, np.nan), "unknown"
+        return np.full(parallelism, self.rates[vertex_id] * 1.0), "observed"
+
     def capacity_curve(self, graph, vertex_id, ratio, top):
         if vertex_id in self.unknown:
             return np.full(top, math.inf), ["unknown"] * top
@@ -118,8 +126,7 @@ def test_a_keyed_vertex_without_learned_key_loads_is_sized_on_its_largest_key_gr
 def test_the_shared_slot_gets_subtasks_until_its_core_fits():
     sizing = Sizing(GRAPH, FakeDag(), 32, cpu_per_busy=1.0)
     config = sizing.configuration(7_500.0, {})
-    load = sum(7_500.0 / sizing.capacity(v, p) for v, p in config.parallelism.items())
-    assert load <= SLOT_CPU
+    assert 7_500.0 * sizing.slot_busy_per_record(config.parallelism) <= SLOT_CPU
     assert "slot-cpu" in config.rules.values()
     assert config.slots > 8  # the DS2 walk alone (8) would overload slot 0
 
