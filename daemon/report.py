@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -190,15 +191,19 @@ def hold_floors(workload: Path, seed: int, loop_s: int = 60, horizon_s: int = 90
 
 def saturated_cpu(workload: Path, seed: int, scaleouts: Sequence[int]) -> dict[int, float]:
     """Mean CPU over the workers of an n-worker deployment running flat out (input far above capacity):
-    what the HPA sees when the job cannot keep up. Measured on the twin, last 60 s of a 300 s run."""
+    what the HPA sees when the job cannot keep up. Measured on the twin, last 60 s of a 300 s run.
+
+    The workers keep the capacity sized from the trace: a twin left to size itself from the flat-out input
+    would carry it with 12 workers, and the table would show unsaturated deployments from 11 workers up."""
     from daemon.build import make_twin
     from simulator.twin import Twin
 
     sized = make_twin(Config.model_validate({"twin": {"workload": str(workload), "seed": seed}})).twin
-    flat_out = np.full(300, 10.0 * sized.reference_capacity_rps(sized.params.reference_scaleout))
+    params = replace(sized.params, worker_capacity_rps=sized.worker_capacity_rps)
+    flat_out = np.full(300, 10.0 * max(sized.reference_capacity_rps(n) for n in scaleouts))
     result = {}
     for n in scaleouts:
-        twin = Twin(flat_out, sized.params, parallelism=n, seed=seed)
+        twin = Twin(flat_out, params, parallelism=n, seed=seed)
         twin.advance_to(300)
         result[n] = float(np.nanmean(twin.history.view("cpu")[240:300, :n]))
     return result
