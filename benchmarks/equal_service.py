@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -41,7 +42,7 @@ def main() -> None:
     names = [t.strip() for t in args.traces.split(",") if t.strip()]
     workloads = [str(WORKLOADS / TRACES[t]) if t in TRACES else t for t in names]
     families = [f.strip() for f in args.families.split(",") if f.strip()]
-    started = time.perf_counter()
+    started, load_before = time.perf_counter(), os.getloadavg()[0]
     results = equal_service(
         workloads, args.seeds, families, jobs=args.jobs, progress=lambda line: print(line, file=sys.stderr)
     )
@@ -50,9 +51,15 @@ def main() -> None:
         path = Path(result["workload"]).resolve()
         if path.is_relative_to(REPO):
             result["workload"] = str(path.relative_to(REPO))
-    if args.out:
+    if args.out:  # with how it was measured, which the report prints beside the figures
+        measured = {
+            "command": "python benchmarks/equal_service.py " + " ".join(sys.argv[1:]),
+            "wall_s": elapsed_s,
+            "load": f"{load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end",
+            "results": results,
+        }
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=1) + "\n")
+        args.out.write_text(json.dumps(measured, indent=1) + "\n")
     if args.json:
         print(json.dumps(results))
         return
