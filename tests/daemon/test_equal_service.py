@@ -9,6 +9,7 @@ import pytest
 
 from config.schema import Config
 from daemon.equal_service import FAMILIES, Family, equal_service, markdown, search_family
+from tests.daemon.equal_service_data import found, result
 
 
 @pytest.fixture(scope="module")
@@ -90,42 +91,10 @@ def test_the_reactive_family_sets_its_headroom_and_every_grid_runs_cheapest_firs
 
 
 def test_the_table_marks_a_static_like_baseline_and_says_who_is_cheapest():
-    hit = {
-        "knob": 12,
-        "policy": "static-12",
-        "worker_seconds": 14_400.0,
-        "seconds_over_slo": 0.0,
-        "rescales": 0.0,
-    }
-    cheap = {
-        "knob": 1.2,
-        "policy": "ds2-r1.2",
-        "worker_seconds": 6_000.0,
-        "seconds_over_slo": 0.0,
-        "rescales": 9.0,
-    }
-    result = {
-        "workload": "data/daedalus/workloads/sine_60000_6h.csv",
-        "reference_policy": "foresail",
-        "reference": _ref(),
-        "families": [
-            {
-                "family": "static",
-                "knob_label": "workers",
-                "tried": [hit],
-                "at_equal_service": hit,
-                "never_scales": True,
-            },
-            {
-                "family": "ds2",
-                "knob_label": "ratio",
-                "tried": [cheap],
-                "at_equal_service": cheap,
-                "never_scales": False,
-            },
-        ],
-    }
-    text = markdown([result], {"sine_60000_6h.csv": "WordCount (sine)"})
+    data = result(
+        7_200.0, found("static", 12, "static-12", 14_400.0, 0.0), found("ds2", 1.2, "ds2-r1.2", 6_000.0, 9.0)
+    )
+    text = markdown([data], {"sine_60000_6h.csv": "WordCount (sine)"})
     assert (
         "| WordCount (sine) | static-12 | workers 12 | 14,400 | 2.00 | 0 | 0.0 | never scales: static-like |"
         in text

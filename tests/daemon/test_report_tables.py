@@ -11,6 +11,7 @@ from config.schema import Config
 from daemon.build import make_twin
 from daemon.report import _equal_service_section, saturated_cpu
 from simulator.twin import Twin
+from tests.daemon.equal_service_data import found, result
 
 
 def _expected_saturated_cpu(n: int) -> float:
@@ -34,31 +35,14 @@ def test_saturated_cpu_is_measured_on_saturated_deployments_at_every_scaleout(n)
 
 def test_the_equal_service_section_says_when_it_was_not_measured_and_how_it_was_when_it_was():
     assert "Not measured for this page" in _equal_service_section(None)
-    hit = {
-        "knob": 12,
-        "policy": "static-12",
-        "worker_seconds": 259_200.0,
-        "seconds_over_slo": 0.0,
-        "rescales": 0.0,
+    data = result(129_600.0, found("static", 12, "static-12", 259_200.0, 0.0))
+    measured = {
+        "command": "python benchmarks/equal_service.py",
+        "wall_s": 1800,
+        "load": "1.9",
+        "results": [data],
     }
-    result = {
-        "workload": "data/daedalus/workloads/sine_60000_6h.csv",
-        "seeds": [0, 1, 2],
-        "reference_policy": "foresail",
-        "reference": {"worker_seconds": 129_600.0, "seconds_over_slo": 305.0, "rescales": 30.0},
-        "families": [
-            {
-                "family": "static",
-                "knob_label": "workers",
-                "tried": [hit],
-                "at_equal_service": hit,
-                "never_scales": True,
-            }
-        ],
-    }
-    text = _equal_service_section(
-        {"command": "python benchmarks/equal_service.py", "wall_s": 1800, "load": "1.9", "results": [result]}
-    )
+    text = _equal_service_section(measured)
     assert "over seeds 0, 1, 2" in text and "30 min wall, load average 1.9" in text
     assert (
         "| WordCount (sine) | static-12 | workers 12 | 259,200 | 2.00 | 0 | 0.0 | never scales: static-like |"

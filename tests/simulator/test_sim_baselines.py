@@ -117,18 +117,7 @@ def test_hpa_on_a_saturated_skewed_job_sees_the_overload_only_with_a_limit_above
     config = Config.model_validate(
         {"scaling": {"policy": "hpa-85"}, "twin": {"cpu_request_cores": 1.0, "cpu_limit_cores": limit_cores}}
     )
-    store = KnowledgeStore(":memory:")
-    loop = make_loop(
-        config,
-        TwinMetricsSource(twin),
-        TwinScalingTarget(twin),
-        store.load(knowledge_settings(config)),
-        store,
-        structlog.wrap_logger(structlog.ReturnLogger()),
-    )
-    for now_s in range(15, 1201, 15):
-        twin.advance_to(now_s)
-        loop.iterate(now_s)
+    _iterate(config, twin, interval_s=15)
     assert (twin.parallelism > 7) is scales_up
 
 
@@ -213,6 +202,12 @@ QUIET = TwinParams(
 def _run_loop(policy: str, trace: np.ndarray, start: int, params: TwinParams = QUIET, **baselines) -> Twin:
     config = Config.model_validate({"scaling": {"policy": policy}, "baselines": baselines})
     twin = Twin(trace, params, parallelism=start)
+    _iterate(config, twin, interval_s=60)
+    return twin
+
+
+def _iterate(config: Config, twin: Twin, interval_s: int) -> None:
+    """The loop of `config` over the twin's whole trace, every `interval_s`."""
     store = KnowledgeStore(":memory:")
     loop = make_loop(
         config,
@@ -222,10 +217,9 @@ def _run_loop(policy: str, trace: np.ndarray, start: int, params: TwinParams = Q
         store,
         structlog.wrap_logger(structlog.ReturnLogger()),  # no audit output
     )
-    for now_s in range(60, len(trace) + 1, 60):
+    for now_s in range(interval_s, twin.duration_s + 1, interval_s):
         twin.advance_to(now_s)
         loop.iterate(now_s)
-    return twin
 
 
 @pytest.mark.parametrize("start", [2, 8])
