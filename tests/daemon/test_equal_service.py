@@ -8,7 +8,15 @@ import numpy as np
 import pytest
 
 from config.schema import Config
-from daemon.equal_service import FAMILIES, Family, equal_service, markdown, search_family
+from daemon.equal_service import (
+    FAMILIES,
+    STATIC_LIKE_SHARE,
+    Family,
+    equal_service,
+    held_share,
+    markdown,
+    search_family,
+)
 from tests.daemon.equal_service_data import found, result
 
 
@@ -34,7 +42,12 @@ def test_the_search_stops_at_the_cheapest_setting_that_serves_as_well_as_the_ref
     assert found["tried"][0]["seconds_over_slo"] > 0  # 2 workers fall behind the peak
     hit = found["at_equal_service"]
     assert (hit["policy"], hit["seconds_over_slo"], hit["avg_workers"]) == ("static-12", 0.0, 12.0)
-    assert found["never_scales"]  # 12 is where the twin starts: not one rescale
+    assert hit["held_share"] == 1.0 and found["never_scales"]  # 12 is where the twin starts: no rescale
+
+
+def test_a_run_that_holds_one_scaleout_nine_tenths_of_the_time_is_static_like():
+    assert held_share(np.array([3] * 9 + [5])) >= STATIC_LIKE_SHARE > held_share(np.array([3] * 8 + [5, 5]))
+    assert held_share(np.array([3, 4, 5, 5])) == 0.5 and held_share(np.array([])) == 0.0
 
 
 def test_a_family_that_never_serves_as_well_is_reported_with_every_setting_tried(short_trace):
