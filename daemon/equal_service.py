@@ -205,7 +205,11 @@ def markdown(results: list[dict], titles: dict[str, str] | None = None) -> str:
                     f"{last['rescales']:.1f} | its most generous setting tried |"
                 )
                 continue
-            note = "never scales: static-like" if found["never_scales"] else ""
+            note = ""
+            if found["never_scales"]:
+                note = (
+                    f"never scales: static-like (one scale-out {hit.get('held_share', 1.0):.0%} of the time)"
+                )
             if hit["worker_seconds"] <= ref["worker_seconds"]:
                 cheaper.append(hit["policy"])
             lines.append(

@@ -13,6 +13,7 @@ def found(family: str, knob: float, policy: str, worker_seconds: float, rescales
         "worker_seconds": worker_seconds,
         "seconds_over_slo": 0.0,
         "rescales": rescales,
+        "held_share": 1.0 if rescales == 0 else 0.5,
     }
     labels = {"static": "workers", "ds2": "target-rate ratio"}
     return {

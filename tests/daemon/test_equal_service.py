@@ -109,7 +109,7 @@ def test_the_table_marks_a_static_like_baseline_and_says_who_is_cheapest():
     )
     text = markdown([data], {"sine_60000_6h.csv": "WordCount (sine)"})
     assert (
-        "| WordCount (sine) | static-12 | workers 12 | 14,400 | 2.00 | 0 | 0.0 | never scales: static-like |"
+        "| WordCount (sine) | static-12 | workers 12 | 14,400 | 2.00 | 0 | 0.0 | never scales: static-like (one scale-out 100% of the time) |"
         in text
     )
     assert "ds2-r1.2 reaches equal service with no more worker-seconds than foresail" in text

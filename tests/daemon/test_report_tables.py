@@ -45,6 +45,6 @@ def test_the_equal_service_section_says_when_it_was_not_measured_and_how_it_was_
     text = _equal_service_section(measured)
     assert "over seeds 0, 1, 2" in text and "30 min wall, load average 1.9" in text
     assert (
-        "| WordCount (sine) | static-12 | workers 12 | 259,200 | 2.00 | 0 | 0.0 | never scales: static-like |"
+        "| WordCount (sine) | static-12 | workers 12 | 259,200 | 2.00 | 0 | 0.0 | never scales: static-like (one scale-out 100% of the time) |"
         in text
     )
