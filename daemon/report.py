@@ -311,14 +311,16 @@ def _target_findings(summaries: dict[str, dict], floors: dict[str, list[dict]]) 
                 "it uses fewer workers by not serving the load, so beating it on worker-seconds would mean "
                 "falling behind as well"
             )
-        if "flink-operator" in summary["stats"]:
-            ws = _mean(summary, "foresail", "worker_seconds") / _mean(
-                summary, "flink-operator", "worker_seconds"
-            )
+        serving = [  # adaptive baselines that do not fall behind for hours (an hour over the SLO at most)
+            p
+            for p in ("hpa-80", "hpa-85", "flink-operator", "ds2")
+            if p in summary["stats"] and _mean(summary, p, "seconds_over_slo") <= 3600
+        ]
+        for policy in serving:
+            ws = _mean(summary, "foresail", "worker_seconds") / _mean(summary, policy, "worker_seconds")
             parts.append(
-                f"against the Flink operator, the only adaptive baseline that does not fall behind for hours "
-                f"({_mean(summary, 'flink-operator', 'seconds_over_slo'):,.0f} s over the SLO), foresail "
-                f"saves {1 - ws:.1%} of the worker-seconds"
+                f"against `{policy}`, which keeps up ({_mean(summary, policy, 'seconds_over_slo'):,.0f} s over "
+                f"the SLO), foresail saves {1 - ws:.1%} of the worker-seconds"
             )
         found.append(f"- **{name}**: " + "; ".join(parts) + ".")
     return found
@@ -553,9 +555,8 @@ def _differences_section(summaries: dict[str, dict], floors: dict[str, list[dict
   what would suffice without skew: {ds2}.
 - **Restart costs.** Every rescale stops the job (≈ 30 s out, 15 s in) and replays up to 10 s; foresail
   pays {restarts}. The paper does not report rescale counts.
-- **The Flink operator** stays closest to the load among the adaptive baselines, but scales down only after
-  its 1 h delay and inside a wide band, and reacts to a rise only after a full 15 min metric window: its
-  worker-seconds are {operator} of static.
+- **The Flink operator** scales down only after its 1 h delay and inside a wide band, and reacts to a rise
+  only after a full 15 min metric window: its worker-seconds are {operator} of static.
 - **Latency.** The twin's latency is queueing plus 0.5 s, with no 10 s windows, sinks or Kafka hops: the
   paper's 1–9 s end-to-end averages are not comparable in absolute terms; the ECDFs compare the shapes.
 - **Runs.** {len(next(iter(summaries.values()))["seeds"])} seeds per cell here, five runs in the paper.
