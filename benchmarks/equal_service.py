@@ -1,20 +1,20 @@
-"""foresail against the reactive plan at equal service: how much headroom the reactive plan needs to keep
-the SLO as well as foresail does, and what that costs in workers and rescales.
+"""Every baseline at equal service with foresail: each one's main knob raised until its seconds over the SLO
+are no worse than foresail's on the same trace and seeds, and what that costs in workers and rescales
+(daemon/equal_service.py). The reactive plan's headroom is one more family (`--families ...,reactive`).
 
-The reactive plan runs its workers up to their capacity and scales after the load arrived, so it uses
-few workers and pays in latency (hours over the SLO on the shared traces). Comparing worker counts is
-only fair at equal `seconds_over_slo`: this sweeps `scaling.reactive_headroom` (capacity ≥ (1 + h) × load,
-a target utilization of 1 / (1 + h)) until the reactive plan is no worse than foresail on the SLO.
-
-Usage: python benchmarks/equal_service.py [--traces sine,ysb,traffic] [--seeds 3] [--headrooms 0,0.1,...]
-       [--jobs N] [--json]
+Usage: python benchmarks/equal_service.py [--traces sine,ysb,traffic|FILE,...] [--seeds 3]
+       [--families static,hpa,flink-operator,ds2] [--jobs N] [--out docs/evaluation/equal_service.json]
+       [--json]
+--out keeps the results for the evaluation report (`decision_quality.py --report ... --render-only`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -23,61 +23,49 @@ sys.path.insert(0, str(REPO))
 from forecasting.blas import limit_blas_threads  # noqa: E402  first: one BLAS thread for every library loaded later
 
 # isort: split
-import numpy as np  # noqa: E402
-
-from config.schema import Config  # noqa: E402
-from daemon.compare import run_comparison  # noqa: E402
-from daemon.report import TRACES, WORKLOADS  # noqa: E402
-
-METRICS = ("avg_workers", "rescales", "seconds_over_slo")
-
-
-def mean_metrics(runs: list[dict]) -> dict[str, float]:
-    return {metric: float(np.mean([run[metric] for run in runs])) for metric in METRICS}
-
-
-def sweep(trace: str, seeds: int, headrooms: list[float], jobs: int | None) -> dict:
-    """foresail once, then reactive at growing headroom until it is no worse on the SLO."""
-    base = {"twin": {"workload": str(WORKLOADS / TRACES[trace])}}
-    foresail = mean_metrics(
-        run_comparison(Config.model_validate(base), ["foresail"], seeds, jobs).runs["foresail"]
-    )
-    reactive = []
-    for headroom in headrooms:
-        config = Config.model_validate({**base, "scaling": {"reactive_headroom": headroom}})
-        result = mean_metrics(run_comparison(config, ["reactive"], seeds, jobs).runs["reactive"])
-        reactive.append({"headroom": headroom, **result})
-        if result["seconds_over_slo"] <= foresail["seconds_over_slo"]:
-            break
-    matched = reactive[-1] if reactive[-1]["seconds_over_slo"] <= foresail["seconds_over_slo"] else None
-    return {"trace": trace, "foresail": foresail, "reactive": reactive, "reactive_at_equal_service": matched}
+from daemon.equal_service import BASELINE_FAMILIES, equal_service, markdown  # noqa: E402
+from daemon.logs import configure_logging  # noqa: E402
+from daemon.report import TRACE_TITLES, TRACES, WORKLOADS  # noqa: E402
 
 
 def main() -> None:
     limit_blas_threads()
+    configure_logging("warning", "console", sys.stderr)  # runs in this process too: only the figures
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--traces", default=",".join(TRACES))
+    parser.add_argument("--traces", default=",".join(TRACES), help="shared trace names or trace files")
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--headrooms", default="0,0.1,0.2,0.3,0.4,0.5,0.75,1.0")
+    parser.add_argument("--families", default=",".join(BASELINE_FAMILIES))
     parser.add_argument("--jobs", type=int, default=None, help="parallel runs (default: one per core)")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--out", type=Path, help="write the results as JSON here")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     args = parser.parse_args()
-    headrooms = [float(h) for h in args.headrooms.split(",")]
-    results = [sweep(t.strip(), args.seeds, headrooms, args.jobs) for t in args.traces.split(",")]
+    names = [t.strip() for t in args.traces.split(",") if t.strip()]
+    workloads = [str(WORKLOADS / TRACES[t]) if t in TRACES else t for t in names]
+    families = [f.strip() for f in args.families.split(",") if f.strip()]
+    started, load_before = time.perf_counter(), os.getloadavg()[0]
+    results = equal_service(
+        workloads, args.seeds, families, jobs=args.jobs, progress=lambda line: print(line, file=sys.stderr)
+    )
+    elapsed_s = time.perf_counter() - started
+    for result in results:  # the repository's traces by their path in it, not this checkout's
+        path = Path(result["workload"]).resolve()
+        if path.is_relative_to(REPO):
+            result["workload"] = str(path.relative_to(REPO))
+    if args.out:  # with how it was measured, which the report prints beside the figures
+        measured = {
+            "command": "python benchmarks/equal_service.py " + " ".join(sys.argv[1:]),
+            "wall_s": elapsed_s,
+            "load": f"{load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end",
+            "results": results,
+        }
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(measured, indent=1) + "\n")
     if args.json:
         print(json.dumps(results))
         return
-    print(f"Mean over {args.seeds} seed(s) per row.\n")
-    print("| trace | policy | avg workers | rescales | s over SLO |")
-    print("|---|---|---:|---:|---:|")
-    for result in results:
-        rows = [("foresail", result["foresail"])]
-        rows += [(f"reactive, headroom {r['headroom']:g}", r) for r in result["reactive"]]
-        for name, row in rows:
-            print(
-                f"| {result['trace']} | {name} | {row['avg_workers']:.2f} | {row['rescales']:.1f} | "
-                f"{row['seconds_over_slo']:,.0f} |"
-            )
+    titles = {file: TRACE_TITLES[name] for name, file in TRACES.items()}
+    print(f"Mean over {args.seeds} seed(s) per row; {elapsed_s:.0f} s wall.\n")
+    print(markdown(results, titles))
 
 
 if __name__ == "__main__":

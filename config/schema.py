@@ -9,9 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from config.backends import KubernetesConfig, LocalFlinkConfig, PrometheusConfig, ServerConfig
+from config.policy_names import check_policy_name
 
 FLINK_MAX_PARALLELISM = 32_768
 """Flink's upper bound of a job's max parallelism (key groups): no target can run more workers."""
@@ -67,6 +68,19 @@ class TwinConfig(Section):
         "io-sink; simulator/topologies/) or a YAML file of the same schema.",
     )
     latency_slo_s: float = Field(30.0, gt=0, description="Latency SLO for `seconds_over_slo` in reports.")
+    cpu_request_cores: float = Field(
+        1.0,
+        gt=0,
+        description="CPU request of a simulated TaskManager container, what the HPA baselines divide its CPU "
+        "usage by (Flink's kubernetes.taskmanager.cpu.amount default; deploy/ requests 1 core).",
+    )
+    cpu_limit_cores: float = Field(
+        2.0,
+        gt=0,
+        description="CPU limit of a simulated TaskManager container: its CPU load (0..1, as Flink's "
+        "Status.JVM.CPU.Load) is a share of it, so with a limit above the request a saturated worker shows "
+        "more than 100 % of its request to the HPA (simulator/params.py).",
+    )
     job_profile: Literal["stateless", "read-heavy", "write-heavy", "update-heavy"] = Field(
         "stateless",
         description="How the simulated job's keyed operator uses its RocksDB state (Justin §3, "
@@ -74,6 +88,15 @@ class TwinConfig(Section):
         "(capacity rises with the cache / working-set ratio), 'write-heavy' (flat), 'update-heavy' "
         "(needs a minimum, then plateaus). The job starts at memory level 0.",
     )
+
+    @model_validator(mode="after")
+    def _request_within_limit(self) -> TwinConfig:
+        if self.cpu_request_cores > self.cpu_limit_cores:
+            raise ValueError(
+                f"cpu_request_cores ({self.cpu_request_cores:g}) must be ≤ cpu_limit_cores "
+                f"({self.cpu_limit_cores:g}), as Kubernetes requires"
+            )
+        return self
 
 
 class LoopConfig(Section):
@@ -88,18 +111,18 @@ class LoopConfig(Section):
 
 
 class ScalingConfig(Section):
-    policy: Literal[
-        "foresail", "foresail-cpu-only", "reactive", "static", "hpa-80", "hpa-85", "flink-operator", "ds2"
-    ] = Field(
+    policy: str = Field(
         "foresail",
         description="Plan policy. 'foresail': Daedalus's proactive search (forecast, recovery target, "
         "long-lived decisions) with Justin's memory levels for stateful jobs (section `memory`; a stateless "
         "job is planned exactly as by 'foresail-cpu-only' and only loses its unused managed memory when it "
         "scales out). 'foresail-cpu-only': the same search on scale-out alone, memory never changed. "
         "'reactive': smallest scale-out whose capacity exceeds the observed average "
-        "workload plus the backlog to drain. Baselines for comparison (knobs under `baselines`): 'static' "
-        "(fixed scale-out), 'hpa-80'/'hpa-85' (Kubernetes HPA on CPU, target 80 %/85 %), 'flink-operator' "
-        "(Flink Kubernetes Operator autoscaler), 'ds2' (true-rate scaling).",
+        "workload plus the backlog to drain. Baselines for comparison (knobs under `baselines`; the main knob "
+        "may be given in the name): 'static' or 'static-N' (fixed scale-out N), 'hpa-P' (Kubernetes HPA on "
+        "CPU, target P % of the CPU request, e.g. 'hpa-80'), 'flink-operator' or 'flink-operator-uU' (Flink "
+        "Kubernetes Operator autoscaler, utilization target U), 'ds2' or 'ds2-rR' (true-rate scaling, target "
+        "rate R × the source rate).",
     )
     min_scaleout: int = Field(
         1, ge=1, le=FLINK_MAX_PARALLELISM, description="Never scale below this many workers."
@@ -168,6 +191,11 @@ class ScalingConfig(Section):
         "outweigh a restart's cost, at 0 only when that saves slots or rides along with a rescale that "
         "happens anyway.",
     )
+
+    @field_validator("policy")
+    @classmethod
+    def _known_policy(cls, name: str) -> str:
+        return check_policy_name(name)
 
     @model_validator(mode="after")
     def _bounds_ordered(self) -> ScalingConfig:

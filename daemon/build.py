@@ -33,7 +33,7 @@ from memory.cost import Prices
 from memory.knowledge import MEMORY, MemoryKnowledge
 from memory.levels import MemoryLevels
 from memory.policy import MemoryAwarePolicy, MemorySettings
-from simulator.baselines import BASELINE_POLICIES, make_baseline
+from simulator.baselines import is_baseline, make_baseline
 from simulator.metrics import TwinMetricsSource, TwinScalingTarget
 from simulator.params import TwinParams
 from simulator.shapes import shape_rates
@@ -166,7 +166,7 @@ def make_policy(config: Config) -> Policy:
         return MemoryAwarePolicy(proactive, memory_levels(config), prices(config), settings)
     if scaling.policy == "reactive":
         return ReactivePolicy(scaling.max_scaleout, scaling.drain_time_s, scaling.reactive_headroom)
-    if scaling.policy in BASELINE_POLICIES:
+    if is_baseline(scaling.policy):
         return make_baseline(config)
     raise ConfigError("scaling.policy", [f"scaling.policy: unknown policy {scaling.policy!r}"])
 
@@ -211,7 +211,7 @@ def make_loop(
             config.scaling.max_scaleout,
             config.capacity.saturated_backlog_s,
             config.recovery.checkpoint_interval_s,
-            forecasting=config.scaling.policy not in BASELINE_POLICIES,
+            forecasting=not is_baseline(config.scaling.policy),
             extensions=analysis_extensions(config),
             capacity_model=config.capacity.model,
         ),
@@ -266,6 +266,8 @@ def make_twin(config: Config, initial_scaleout: int | None = None) -> TwinWorld:
         managed_mb=config.memory.base_mb,
         process_base_mb=config.memory.process_base_mb,
         cores_per_worker=config.memory.cores_per_worker,
+        cpu_request_cores=twin_config.cpu_request_cores,
+        cpu_limit_cores=twin_config.cpu_limit_cores,
     )
     try:
         topology = load_topology(twin_config.topology)

@@ -86,6 +86,19 @@ class TwinParams:
     cores_per_worker: float = 1.0
     """CPU cores of a worker (one slot, one core: the capacity model's unit)."""
 
+    # --- the TaskManager container's CPU as Kubernetes sees it -----------------------------------------
+    cpu_request_cores: float = 1.0
+    """CPU request of a TaskManager container, what the HPA divides the usage by. Flink's native Kubernetes
+    default (kubernetes.taskmanager.cpu.amount 1.0) and deploy/flink-reactive.yaml both request 1 core."""
+    cpu_limit_cores: float = 2.0
+    """CPU limit of a TaskManager container. The twin's CPU load (0..1) is a share of it, as Flink's
+    Status.JVM.CPU.Load (what the recorded runs and foresail read) is a share of the CPUs the container-aware
+    JVM sees: usage = load x limit cores, so a saturated worker (load 0.95) uses 190 % of a 1-core request.
+    Flink's default limit-factor 1.0 and deploy/ set limit = request, under which usage never exceeds the
+    request and an HPA on CPU cannot see a skewed job's overload (the paper's HPAs plainly did: they used
+    more workers than Daedalus). 2 cores is a burstable TaskManager (limit-factor 2), what an HPA on CPU
+    needs; the recorded data (loads only) do not say what the paper's pods had."""
+
     def __post_init__(self) -> None:
         for item in fields(self):
             value = getattr(self, item.name)
@@ -103,9 +116,19 @@ class TwinParams:
             raise ValueError(
                 f"TwinParams: need idle_cpu < saturation_cpu <= 1, got {self.idle_cpu}, {self.saturation_cpu}"
             )
+        if not 0 < self.cpu_request_cores <= self.cpu_limit_cores:
+            raise ValueError(
+                "TwinParams: need 0 < cpu_request_cores <= cpu_limit_cores (Kubernetes), got "
+                f"{self.cpu_request_cores}, {self.cpu_limit_cores}"
+            )
         if self.reference_scaleout > self.max_parallelism:
             raise ValueError("TwinParams.reference_scaleout must not exceed max_parallelism")
         if self.job_profile not in PROFILES:
             raise ValueError(
                 f"TwinParams.job_profile must be one of {sorted(PROFILES)}, got {self.job_profile!r}"
             )
+
+    @property
+    def request_utilization_per_load(self) -> float:
+        """CPU utilization of the request (1.0 = 100 %) that a CPU load of 1.0 shows: limit / request."""
+        return self.cpu_limit_cores / self.cpu_request_cores

@@ -8,10 +8,14 @@
   parallelism as the operator's autoscaler and DS2's scaling manager do (vertex_operator.py,
   vertex_ds2.py);
 - and the oracle floor (`oracle_workers`), which is not a policy: the twin's ground truth, per second.
+
+Each takes its main knob from its name where given (`static-7`, `hpa-65`, `flink-operator-u0.6`,
+`ds2-r1.2`: config/policy_names.py), so that a sweep of a knob is a list of policy names.
 """
 
 from __future__ import annotations
 
+from config.policy_names import parse_baseline
 from config.schema import Config
 from mape.plan import Policy
 from simulator.baselines.ds2 import Ds2Policy
@@ -31,25 +35,38 @@ __all__ = [
     "HpaPolicy",
     "OperatorVertexPolicy",
     "StaticPolicy",
+    "is_baseline",
     "make_baseline",
     "oracle_workers",
 ]
 
 
 BASELINE_POLICIES = ("static", "hpa-80", "hpa-85", "flink-operator", "ds2")
+"""The baselines at the settings the paper and each system document (any knob is accepted by name)."""
+
+
+def is_baseline(name: str) -> bool:
+    return parse_baseline(name) is not None
 
 
 def make_baseline(config: Config) -> Policy:
-    """The baseline named by `scaling.policy`, with its knobs from `baselines`."""
+    """The baseline named by `scaling.policy`, its main knob from the name or else from `baselines`."""
     b, scaling = config.baselines, config.scaling
     name = scaling.policy
-    if name == "static":
-        return StaticPolicy(b.static_scaleout)
-    if name in ("hpa-80", "hpa-85"):
-        return HpaPolicy(int(name.removeprefix("hpa-")) / 100, b.hpa_tolerance, b.hpa_scale_down_window_s)
-    if name == "flink-operator":
+    parsed = parse_baseline(name)
+    if parsed is None:
+        raise ValueError(f"not a baseline policy: {name!r}")
+    family, knob = parsed.family, parsed.knob
+    if family == "static":
+        policy = StaticPolicy(b.static_scaleout if knob is None else round(knob))
+    elif family == "hpa":
+        request_per_load = config.twin.cpu_limit_cores / config.twin.cpu_request_cores
+        policy = HpaPolicy(
+            knob / 100, b.hpa_tolerance, b.hpa_scale_down_window_s, request_per_load=request_per_load
+        )
+    elif family == "flink-operator":
         settings = OperatorSettings(
-            target_utilization=b.operator_target_utilization,
+            target_utilization=b.operator_target_utilization if knob is None else knob,
             utilization_boundary=b.operator_utilization_boundary,
             restart_time_s=b.operator_restart_time_s,
             catch_up_duration_s=b.operator_catch_up_duration_s,
@@ -60,18 +77,20 @@ def make_baseline(config: Config) -> Policy:
             scale_up_max_factor=b.operator_scale_up_max_factor,
         )
         if scaling.granularity == "vertex":
-            return OperatorVertexPolicy(scaling.max_scaleout, scaling.slots_per_taskmanager, settings)
-        return FlinkOperatorPolicy(scaling.min_scaleout, scaling.max_scaleout, settings)
-    if name == "ds2" and scaling.granularity == "vertex":
-        return Ds2VertexPolicy(
+            policy = OperatorVertexPolicy(scaling.max_scaleout, scaling.slots_per_taskmanager, settings)
+        else:
+            policy = FlinkOperatorPolicy(scaling.min_scaleout, scaling.max_scaleout, settings)
+    elif scaling.granularity == "vertex":
+        policy = Ds2VertexPolicy(
             scaling.max_scaleout,
             scaling.slots_per_taskmanager,
-            b.ds2_target_ratio,
+            b.ds2_target_ratio if knob is None else knob,
             b.ds2_activation_intervals,
             b.ds2_warmup_intervals,
             b.ds2_scaling_factor,
             b.ds2_min_change,
         )
-    if name == "ds2":
-        return Ds2Policy(b.ds2_target_ratio)
-    raise ValueError(f"not a baseline policy: {name!r}")
+    else:
+        policy = Ds2Policy(b.ds2_target_ratio if knob is None else knob)
+    policy.name = name  # the audit log and the comparison name the knob
+    return policy

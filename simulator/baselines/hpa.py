@@ -10,7 +10,12 @@ Every sync period (15 s; the loop runs that often for this policy):
 
 Pods whose metrics are missing or still warming up are not counted: the shared bad-data guard holds while
 the job restarts, and the analysis drops samples from the warm-up after a (re)start (standing in for the
-HPA's CPU initialization period). The CPU is the worker's load (0..1) against a request of one core.
+HPA's CPU initialization period).
+
+The HPA's utilization is the container's CPU usage over its *request*. The loop sees each worker's CPU load
+(0..1), a share of the container's limit (simulator/params.py), so usage / request = load × limit / request
+(`request_per_load`): with a limit above the request it exceeds 100 % when the workers are saturated, and
+a target may exceed 100 % too. With request = limit (1.0) the utilization is the load itself.
 """
 
 from __future__ import annotations
@@ -34,9 +39,11 @@ class HpaPolicy:
         scale_down_window_s: float = 300.0,
         scale_up_percent: float = 100.0,
         scale_up_pods: int = 4,
+        request_per_load: float = 1.0,
     ) -> None:
-        self.name = f"hpa-{round(target_utilization * 100)}"
+        self.name = f"hpa-{target_utilization * 100:g}"
         self.target_utilization = target_utilization
+        self.request_per_load = request_per_load
         self.tolerance = tolerance
         self.scale_down_window_s = scale_down_window_s
         self.scale_up_percent = scale_up_percent
@@ -45,11 +52,11 @@ class HpaPolicy:
 
     def propose(self, assessment: Assessment, knowledge: Knowledge) -> tuple[int, str, tuple[str, ...]]:
         now_s, current = assessment.time_s, assessment.current_scaleout
-        utilization = assessment.cpu_utilization
+        utilization = assessment.cpu_utilization * self.request_per_load
         if not math.isfinite(utilization):
             return current, "hpa-no-metrics", ("no worker CPU past the warm-up in this window",)
         ratio = utilization / self.target_utilization
-        seen = f"CPU {utilization:.1%} / target {self.target_utilization:.0%} = {ratio:.3f}"
+        seen = f"CPU {utilization:.1%} of the request / target {self.target_utilization:.0%} = {ratio:.3f}"
         if abs(ratio - 1.0) <= self.tolerance:
             recommended = current
             seen += f" within tolerance {self.tolerance:.0%}"

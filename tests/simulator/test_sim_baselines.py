@@ -81,6 +81,46 @@ def test_hpa_holds_without_cpu_metrics():
     assert (target, rule) == (4, "hpa-no-metrics")
 
 
+def test_hpa_divides_the_cpu_usage_by_the_request_so_a_burstable_worker_exceeds_one_hundred_percent():
+    # load 0.8 of a 2-core limit is 1.6 cores: 160 % of a 1-core request, 1.88 × the 85 % target
+    target, rule, reasons = HpaPolicy(0.85, request_per_load=2.0).propose(
+        _assessment(current=6, cpu=0.8), Knowledge()
+    )
+    assert (target, rule) == (math.ceil(6 * 1.6 / 0.85), "hpa-scale-up")
+    assert "CPU 160.0% of the request" in reasons[0]
+    # request = limit: the same worker shows 80 %, within the tolerance of 85 %
+    assert HpaPolicy(0.85).propose(_assessment(current=6, cpu=0.8), Knowledge())[:2] == (6, "hpa-hold")
+
+
+def test_hpa_reads_its_request_and_limit_from_the_twin_config():
+    def request_per_load(**twin) -> float:
+        config = Config.model_validate({"scaling": {"policy": "hpa-80"}, "twin": twin})
+        return make_plan(config).policy.request_per_load
+
+    assert request_per_load() == 2.0  # the default burstable TaskManager: 1 core requested, limit 2
+    assert request_per_load(cpu_request_cores=0.5, cpu_limit_cores=1.0) == 2.0
+    assert request_per_load(cpu_request_cores=1.0, cpu_limit_cores=1.0) == 1.0
+    with pytest.raises(ValueError, match=r"cpu_request_cores .* must be ≤ cpu_limit_cores"):
+        Config.model_validate({"twin": {"cpu_request_cores": 2.0, "cpu_limit_cores": 1.0}})
+    with pytest.raises(ValueError, match="cpu_request_cores <= cpu_limit_cores"):
+        TwinParams(cpu_request_cores=2.0, cpu_limit_cores=1.0)
+
+
+@pytest.mark.parametrize(("limit_cores", "scales_up"), [(1.0, False), (2.0, True)])
+def test_hpa_on_a_saturated_skewed_job_sees_the_overload_only_with_a_limit_above_the_request(
+    limit_cores, scales_up
+):
+    # 7 skewed workers flat out: the hottest at 0.95, the mean load ≈ 0.84 — inside 85 % ± 10 % of a
+    # request equal to the limit (blind), 168 % of a 1-core request when the limit is 2 cores
+    params = TwinParams(worker_capacity_rps=1000.0, cpu_noise_sd=0.0)
+    twin = Twin(np.full(1200, 20_000.0), params, parallelism=7)
+    config = Config.model_validate(
+        {"scaling": {"policy": "hpa-85"}, "twin": {"cpu_request_cores": 1.0, "cpu_limit_cores": limit_cores}}
+    )
+    _iterate(config, twin, interval_s=15)
+    assert (twin.parallelism > 7) is scales_up
+
+
 def test_hpa_skips_the_shared_stabilization_guard():
     config = Config.model_validate({"scaling": {"policy": "hpa-80"}})
     assert make_plan(config).stabilization_s == 0
@@ -162,6 +202,12 @@ QUIET = TwinParams(
 def _run_loop(policy: str, trace: np.ndarray, start: int, params: TwinParams = QUIET, **baselines) -> Twin:
     config = Config.model_validate({"scaling": {"policy": policy}, "baselines": baselines})
     twin = Twin(trace, params, parallelism=start)
+    _iterate(config, twin, interval_s=60)
+    return twin
+
+
+def _iterate(config: Config, twin: Twin, interval_s: int) -> None:
+    """The loop of `config` over the twin's whole trace, every `interval_s`."""
     store = KnowledgeStore(":memory:")
     loop = make_loop(
         config,
@@ -171,10 +217,9 @@ def _run_loop(policy: str, trace: np.ndarray, start: int, params: TwinParams = Q
         store,
         structlog.wrap_logger(structlog.ReturnLogger()),  # no audit output
     )
-    for now_s in range(60, len(trace) + 1, 60):
+    for now_s in range(interval_s, twin.duration_s + 1, interval_s):
         twin.advance_to(now_s)
         loop.iterate(now_s)
-    return twin
 
 
 @pytest.mark.parametrize("start", [2, 8])
