@@ -24,7 +24,7 @@ from forecasting.blas import limit_blas_threads  # noqa: E402  first: one BLAS t
 # isort: split
 
 from config.schema import Config  # noqa: E402
-from daemon.suite import run_suite, suite_rows, suite_table, suite_workloads, write_suite  # noqa: E402
+from daemon.suite import run_and_write, suite_table, suite_workloads  # noqa: E402
 
 SECTIONS = (
     ("Shared traces", "shared"),
@@ -67,18 +67,8 @@ def main() -> None:
     parser.add_argument("--render-only", action="store_true")
     args = parser.parse_args()
     if not args.render_only:
-        config = Config()
-        static = config.baselines.static_scaleout
         policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-        results = run_suite(
-            config,
-            suite_workloads("all"),
-            policies,
-            args.seeds,
-            args.jobs,
-            on_load=lambda done: write_suite(suite_rows(done, static), args.seeds, args.out),
-        )
-        write_suite(suite_rows(results, static), args.seeds, args.out)
+        run_and_write(Config(), suite_workloads("all"), policies, args.seeds, args.jobs, args.out)
     saved = json.loads((args.out / "suite.json").read_text())
     print(sectioned(saved["rows"], saved["seeds"]))
 

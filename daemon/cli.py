@@ -263,22 +263,13 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _compare_suite(config: Config, args: argparse.Namespace, policies: list[str]) -> int:
-    from daemon.suite import run_suite, suite_rows, suite_workloads, write_suite
+    from daemon.suite import run_and_write, suite_workloads
 
     try:
         workloads = suite_workloads(args.suite)
     except KeyError as error:
         raise ConfigError("command line", [f"--suite: {error.args[0]}"]) from None
-    static = config.baselines.static_scaleout
-    results = run_suite(
-        config,
-        workloads,
-        policies,
-        args.seeds,
-        args.jobs,
-        on_load=lambda done: write_suite(suite_rows(done, static), args.seeds, args.out),
-    )
-    print(write_suite(suite_rows(results, static), args.seeds, args.out), end="")
+    print(run_and_write(config, workloads, policies, args.seeds, args.jobs, args.out), end="")
     return EXIT_OK
 
 

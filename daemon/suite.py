@@ -31,9 +31,8 @@ MAX_RESCALES_PER_H = 3.0
 def suite_workloads(name: str) -> dict[str, str]:
     """Label → workload spec of every load in suite `name`; KeyError naming the suites when unknown."""
     shared = {trace: str(WORKLOADS / file_name) for trace, file_name in TRACES.items()}
-    family = {shape: f"shape:{shape}" for shape in SUITES["family"]}
     suites = {"shared": shared, **{k: {s: f"shape:{s}" for s in v} for k, v in SUITES.items()}}
-    suites["all"] = {**shared, **family}
+    suites["all"] = {**shared, **suites["family"]}
     if name not in suites:
         raise KeyError(f"no suite {name!r}; choose one of {', '.join(suites)}")
     return suites[name]
@@ -57,6 +56,23 @@ def run_suite(
         if on_load is not None:
             on_load(results)
     return results
+
+
+def run_and_write(
+    config: Config,
+    workloads: dict[str, str],
+    policies: Sequence[str],
+    seeds: int,
+    jobs: int | None,
+    out_dir: Path,
+) -> str:
+    """`run_suite` with the table (suite.md, suite.json) rewritten after every load; returns the table."""
+    static = config.baselines.static_scaleout
+
+    def write(done: dict[str, Comparison]) -> str:
+        return write_suite(suite_rows(done, static), seeds, out_dir)
+
+    return write(run_suite(config, workloads, policies, seeds, jobs, on_load=write))
 
 
 def suite_rows(results: dict[str, Comparison], static_scaleout: int) -> list[dict[str, object]]:

@@ -31,7 +31,7 @@ from forecasting.accuracy import wape
 from forecasting.arima import FitFunction, FittedModel, advance, fit_auto_arima, fit_model, predict
 from forecasting.fallback import linear_trend_forecast, naive_forecast
 from forecasting.grid import BucketGrid
-from forecasting.interval import PeakErrors
+from forecasting.interval import BAND_S, PeakErrors
 from forecasting.types import Forecast, ForecastSettings
 
 log = structlog.get_logger(__name__)
@@ -170,9 +170,11 @@ class WorkloadForecaster:
         """Learn the peak errors of earlier forecasts from the load that arrived, keep this one to judge,
         and serve it with its bias taken out and its upper bound (`forecasting/interval.py`)."""
         grid = self._grid
-        values, observed = grid.since(grid.first)
+        # the kept forecasts started at most a horizon and a loop ago: only their span can score them
+        start = max(grid.first, grid.end - self.settings.buckets(2 * self.settings.horizon_s + 2 * BAND_S))
+        values, observed = grid.since(start)
         errors = self._peak_errors
-        errors.learn(grid.centres_s(grid.first, grid.end), np.where(observed, values, np.nan))
+        errors.learn(grid.centres_s(start, grid.end), np.where(observed, values, np.nan))
         errors.record(forecast.start_s, forecast.rates_rps)
         raw = forecast.rates_rps
         return replace(forecast, central_rps=errors.central(raw), upper_rps=errors.upper(raw))

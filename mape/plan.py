@@ -73,9 +73,11 @@ class GuardedPlan:
             surge = urgent(assessment, knowledge) if urgent is not None else None
             if surge is not None:  # a surge does not wait: stabilization guards against flapping, not load
                 target, rule, reasons = surge
-                bounded = min(max(target, self.min_scaleout), self.max_scaleout)
                 return decision(
-                    bounded, rule, *reasons, f"inside stabilization ({since:.0f} s after a rescale)"
+                    self._bounded(target),
+                    rule,
+                    *reasons,
+                    f"inside stabilization ({since:.0f} s after a rescale)",
                 )
             return decision(
                 current, "stabilization", f"last rescale {since:.0f} s ago < {self.stabilization_s:.0f} s"
@@ -85,7 +87,7 @@ class GuardedPlan:
         else:
             proposal = Proposal(*self.policy.propose(assessment, knowledge))
         target, reasons = proposal.scaleout, proposal.reasons
-        bounded = min(max(target, self.min_scaleout), self.max_scaleout)
+        bounded = self._bounded(target)
         if bounded != target:
             reasons = (*reasons, f"{target} clamped to [{self.min_scaleout}, {self.max_scaleout}]")
         made = decision(
@@ -99,3 +101,6 @@ class GuardedPlan:
             current_vertex_parallelism=dict(proposal.current_vertex_parallelism or {}),
             vertex_rules=dict(proposal.vertex_rules or {}),
         )
+
+    def _bounded(self, scaleout: int) -> int:
+        return min(max(scaleout, self.min_scaleout), self.max_scaleout)
