@@ -87,6 +87,15 @@ def test_one_worker_that_stopped_reporting_is_named_while_the_job_still_counts_i
     assert "stale-samples" in {p.reason for p in unknown_parallelism}
 
 
+def test_one_scrape_missed_at_the_newest_step_is_not_a_parallelism_mismatch():
+    """Seen on real Flink under CI load: one TaskManager's newest rate step empty, the worker still in the job."""
+    missed = np.r_[np.full(11, 300.0), np.nan]
+    workers = (_worker(0), WorkerSeries("tm-1", STAMPS, np.full(12, 0.5), missed), _worker(2))
+    assert plausibility.check(_observation(workers=workers)) == []
+    gone = (_worker(0), _ending(1, samples=8), _worker(2))  # tm-1 silent for 40 s of 60
+    assert "parallelism-mismatch" in {p.reason for p in plausibility.check(_observation(workers=gone))}
+
+
 def test_a_stale_cpu_series_alone_is_named_too():
     cpu_stopped = np.r_[np.full(4, 0.5), np.full(8, np.nan)]
     workers = (_worker(0), WorkerSeries("tm-1", STAMPS, cpu_stopped, np.full(12, 300.0)), _worker(2))
