@@ -150,3 +150,19 @@ def greedy_allocation(
         latency = best_latency
         path.append((tuple(cores), latency))
     return Allocation(tuple(cores), latency, True, tuple(path), "target met")
+
+
+def seconds_over_target_after_pause(pause_s: float, slack_s: float, utilization: float) -> float:
+    """Seconds a pause (a rescale's downtime) keeps a FIFO job's latency above its target, when the steady
+    latency is `slack_s` below the target and the job then runs at `utilization` of its capacity.
+
+    Records arriving during the pause wait; after it, the record served t seconds in waited
+    pause − t·(1 − u)/u, so the latency is above target for pause − slack seconds of the pause and
+    (pause − slack)·u/(1 − u) after it: (pause − slack) / (1 − u) in all; inf when it never catches up.
+    """
+    over_s = pause_s - slack_s
+    if over_s <= 0:
+        return 0.0
+    if not utilization < 1.0:
+        return math.inf
+    return over_s / (1.0 - max(utilization, 0.0))

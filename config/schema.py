@@ -579,8 +579,6 @@ class Config(Section):
             raise ValueError(
                 "scaling.granularity: vertex plans from the per-vertex true rates: set capacity.model: dag"
             )
-        if self.scaling.granularity == "vertex" and self.scaling.objective == "latency":
-            raise ValueError("scaling.objective: latency is planned at job granularity only")
         return self
 
     @model_validator(mode="after")

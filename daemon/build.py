@@ -20,7 +20,13 @@ from mape.analyze import Analyzer
 from mape.extensions import AnalysisExtension
 from mape.interfaces import MetricsSource, ScalingTarget
 from mape.knowledge import Knowledge, KnowledgeSettings, KnowledgeStore
-from mape.latency_policy import LATENCY, LatencyKnowledge, LatencyLearning, LatencyObjective
+from mape.latency_policy import (
+    LATENCY,
+    LatencyKnowledge,
+    LatencyLearning,
+    LatencyObjective,
+    VertexLatencyObjective,
+)
 from mape.loop import MapeLoop
 from mape.plan import GuardedPlan, Policy
 from mape.proactive import ProactivePolicy
@@ -174,7 +180,10 @@ def make_policy(config: Config) -> Policy:
 def make_plan(config: Config) -> GuardedPlan:
     scaling = config.scaling
     policy = make_policy(config)
-    if latency_objective(config):
+    if latency_objective(config) and isinstance(policy, VertexPolicy):
+        max_slots = scaling.max_scaleout * scaling.slots_per_taskmanager
+        policy = VertexLatencyObjective(policy, scaling.latency_target_ms / 1000.0, max_slots)
+    elif latency_objective(config):
         policy = LatencyObjective(policy, scaling.latency_target_ms / 1000.0, scaling.max_scaleout)
     # a policy with its own stabilization rules (HPA, Flink operator) must not get ours on top
     stabilization_s = 0.0 if getattr(policy, "own_stabilization", False) else scaling.stabilization_s

@@ -18,7 +18,11 @@ and the raw model's error is kept for the report.
 
 Every rescale breaks a latency target for its recovery (the job is down, then catches up), so a voluntary
 scale-in is taken only when rescales are rare enough for the target to hold in `met_share` of the time:
-at least recovery / (1 − met_share) seconds after the last rescale. A vertex whose hot key group cannot
+at least recovery / (1 − met_share) seconds after the last rescale. Per vertex (granularity vertex,
+`VertexLatencyObjective`) the greedy's cores are each vertex's floor in the per-vertex plan, and a
+scale-in's cost is the seconds its short pause keeps the latency over the target, (pause − slack) /
+(1 − utilization) at the new configuration: it must fit in (1 − met_share) × the time since the last
+rescale, and a roomier configuration that still saves slots is taken when the tightest does not. A vertex whose hot key group cannot
 carry the forecast at any parallelism (mape/skew.py) gets the parallelism beyond which its hot subtask
 gains nothing, and the decision names the skew.
 """
@@ -38,6 +42,7 @@ from mape.extensions import ObservingExtension
 from mape.knowledge import Knowledge
 from mape.plan import ConfigurationPolicy, Policy, Proposal
 from mape.skew import skew_of
+from mape.vertex_plan import LatencyTerms, VertexPolicy
 from messages.types import Assessment, Observation, VertexAssessment
 
 LATENCY = "latency"
@@ -333,6 +338,65 @@ class LatencyObjective:
         return Proposal(*self.inner.propose(a, knowledge))
 
 
+def vertex_latency_terms(
+    a: Assessment, knowledge: Knowledge, target_s: float, max_slots: int, met_share: float
+) -> LatencyTerms:
+    """Per vertex, the greedy's cores at the forecast peak as floors; the pause slack and the budget."""
+    correction = latency_of(knowledge)
+    slack_s = target_s - correction.corrected_s(0.0)
+    since_s = math.inf if knowledge.last_rescale_s is None else a.time_s - knowledge.last_rescale_s
+    budget_s = (1.0 - met_share) * since_s
+    allowance = (
+        f"latency: {slack_s * 1000:.0f} ms of slack for a rescale's pause, {budget_s:.0f} s over the "
+        f"target allowed since the last rescale"
+    )
+    peak = (
+        float(np.max(a.forecast_rps))
+        if a.forecast_rps is not None and len(a.forecast_rps)
+        else a.workload_max_rps
+    )
+    queues = stations(a.vertices, knowledge, peak, max_slots) if math.isfinite(peak) and peak > 0 else []
+    model_target_s = correction.model_target_s(target_s)
+    if not queues or model_target_s <= 0:
+        return LatencyTerms(
+            {}, slack_s, budget_s, ("latency: no floor (no true rate or no load yet)", allowance)
+        )
+    allocation = greedy_allocation(queues, peak, model_target_s)
+    ids = {v.name: v.vertex_id for v in a.vertices}
+    floors = {ids[q.name]: k for q, k in zip(queues, allocation.cores, strict=True)}
+    need = (
+        f"latency: at forecast peak {peak:.0f} rps the greedy gives "
+        + ", ".join(f"{q.name}={k}" for q, k in zip(queues, allocation.cores, strict=True))
+        + f", model {_ms(allocation.latency_s)} ({allocation.reason})"
+    )
+    return LatencyTerms(floors, slack_s, budget_s, (need, allowance))
+
+
+class VertexLatencyObjective:
+    """The latency objective per vertex: the greedy's cores as each vertex's floor, and a scale-in taken
+    only when its pause (the learned per-vertex downtime, then the catch-up at the new configuration's
+    utilization) costs no more seconds over the target than the target allows since the last rescale;
+    among the configurations that still save, the first roomy enough for that."""
+
+    name = "foresail"
+
+    def __init__(
+        self, inner: VertexPolicy, target_s: float, max_slots: int, met_share: float = MET_SHARE
+    ) -> None:
+        self.inner = inner
+        self.target_s = target_s
+        self.max_slots = max_slots
+        self.met_share = met_share
+
+    def propose(self, assessment: Assessment, knowledge: Knowledge) -> tuple[int, str, tuple[str, ...]]:
+        p = self.propose_configuration(assessment, knowledge)
+        return p.scaleout, p.rule, p.reasons
+
+    def propose_configuration(self, a: Assessment, knowledge: Knowledge) -> Proposal:
+        terms = vertex_latency_terms(a, knowledge, self.target_s, self.max_slots, self.met_share)
+        return self.inner.propose_configuration(a, knowledge, terms)
+
+
 class LatencyLearning(ObservingExtension):
     """Analysis extension: learns the model's correction from the latency the job shows in steady windows
     (no problems, running for a window past the warm-up, no backlog beyond a second of input)."""
@@ -358,7 +422,8 @@ class LatencyLearning(ObservingExtension):
         queues = stations(a.vertices, knowledge, rate, a.current_scaleout)
         if not queues:
             return a
-        model_s = network_latency_s(queues, [a.current_scaleout] * len(queues), rate)
+        running = {v.name: v.parallelism for v in a.vertices}  # per vertex: it may differ from the job's
+        model_s = network_latency_s(queues, [running[q.name] for q in queues], rate)
         observed_s = float(shown.mean()) / 1000.0
         if math.isfinite(model_s) and observed_s > 0:
             latency_of(knowledge).learn(model_s, observed_s)

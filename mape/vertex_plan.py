@@ -28,6 +28,12 @@ Daedalus's recovery bound, every changed vertex in one rescale.
 - A vertex is scaled down on its own only when that saves slots (or the subtask price); in a rescale that
   happens anyway, vertices above their need come down with it (``ride-along-down``). Every vertex's rule
   is in the decision (`Decision.vertex_rules`).
+- With the latency objective (`LatencyTerms`, from mape/latency_policy.py) every vertex runs at least the
+  greedy's cores for the target (``latency-floor``; a running configuration below a floor is not valid),
+  and a scale-in must pay for its pause: the seconds over the target it causes (capacity/latency.py's
+  closed form at the new configuration's utilization) within the budget the target allows since the
+  last rescale; the first configuration from the chosen one up in 5% steps that still saves and fits is
+  taken, else the running one stays (``latency-spacing``).
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from capacity.dag import DagModel
+from capacity.latency import seconds_over_target_after_pause
 from mape.knowledge import Knowledge
 from mape.plan import Proposal
 from mape.vertex_knowledge import vertex_knowledge
@@ -80,6 +87,19 @@ class VertexConfiguration:
     capacity_rps: float
     """Source rate the configuration carries: its hottest subtask's or its fullest slot's limit."""
     slots: int
+
+
+@dataclass(frozen=True)
+class LatencyTerms:
+    """What the latency objective (mape/latency_policy.py) adds to the per-vertex plan."""
+
+    floors: Mapping[str, int]
+    """Vertex id → the least parallelism whose queueing latency meets the target at the forecast peak."""
+    slack_s: float
+    """Target minus the latency the job shows without queueing: what a rescale's pause may add."""
+    budget_s: float
+    """Seconds over the target a voluntary rescale may cost now (the target's allowance since the last)."""
+    reasons: tuple[str, ...] = ()
 
 
 class Sizing:
@@ -154,8 +174,11 @@ class Sizing:
             slots_needed(parallelism, self.groups),
         )
 
-    def configuration(self, rate_rps: float, current: Mapping[str, int]) -> VertexConfiguration:
-        """The least parallelism per vertex that carries `rate_rps` (vertices of unknown rate stay)."""
+    def configuration(
+        self, rate_rps: float, current: Mapping[str, int], floors: Mapping[str, int] | None = None
+    ) -> VertexConfiguration:
+        """The least parallelism per vertex that carries `rate_rps` (vertices of unknown rate stay), at
+        least its floor (the latency objective's need)."""
         parallelism, rules = {}, {}
         for vertex in self.graph.vertices:
             vid = vertex.vertex_id
@@ -169,6 +192,9 @@ class Sizing:
                 rules[vid] = "ds2-walk-keyed" if self.graph.keyed(vid) else "ds2-walk"
             else:
                 parallelism[vid], rules[vid] = len(curve), "max-parallelism"
+            floor = min((floors or {}).get(vid, 0), len(curve))
+            if floor > parallelism[vid]:
+                parallelism[vid], rules[vid] = floor, "latency-floor"
         self._follow_downstream(parallelism, rules)
         self._forward_pairs(parallelism, rules)
         self._fit_slots(parallelism, rules, rate_rps)
@@ -240,7 +266,9 @@ class VertexPolicy:
         """Vertex name → group."""
         self.subtask_price = subtask_price
 
-    def propose_configuration(self, assessment: Assessment, knowledge: Knowledge) -> Proposal:
+    def propose_configuration(
+        self, assessment: Assessment, knowledge: Knowledge, latency: LatencyTerms | None = None
+    ) -> Proposal:
         a = assessment
         state = vertex_knowledge(knowledge)
         graph = state.graph if state is not None else None
@@ -257,6 +285,8 @@ class VertexPolicy:
         }
         max_slots = self.max_taskmanagers * self.slots_per_taskmanager
         sizing = Sizing(graph, knowledge.dag, max_slots, state.cpu_per_busy, groups)
+        floors = dict(latency.floors) if latency is not None else {}
+        objective = latency.reasons if latency is not None else ()
 
         def proposal(config: VertexConfiguration, rule: str, *reasons: str, rules=None) -> Proposal:
             tms = taskmanagers_for(config.slots, self.slots_per_taskmanager)
@@ -267,7 +297,7 @@ class VertexPolicy:
             return Proposal(
                 tms,
                 rule,
-                (*reasons, described),
+                (*objective, *reasons, described),
                 vertex_parallelism=dict(config.parallelism),
                 vertex_rules=dict(by_vertex),
                 current_vertex_parallelism=current,
@@ -292,16 +322,36 @@ class VertexPolicy:
         if since < self.necessary_window_s and running.capacity_rps > max(average, next_loop):
             return proposal(running, "vertex-only-if-necessary", f"rescaled {since:.0f} s ago", now, load)
 
-        chosen, rule, why = self._candidate(sizing, current, forecast, a.backlog_records, state.downtime)
+        chosen, rule, why = self._candidate(
+            sizing, current, forecast, a.backlog_records, state.downtime, floors
+        )
         drain_s = predict_recovery_s(running.capacity_rps, forecast, a.backlog_records, 0.0, 0.0)
         running_valid = (  # Daedalus: the current scale-out needs only carry the load until recovered
             running.capacity_rps > average
             and drain_s <= self.recovery_target_s
             and running.capacity_rps >= _peak(forecast, max(drain_s, self.loop_interval_s))
+            and all(current.get(v, k) >= k for v, k in floors.items())
         )
         catching_up = a.backlog_records > chosen.capacity_rps * self.loop_interval_s
         if running_valid:
             if self._saves(running, chosen) and not catching_up:
+                if latency is not None:
+                    pause_s = state.downtime.estimate("in")
+                    affordable = self._affordable(
+                        sizing, current, floors, chosen, running, max(average, next_loop), latency, pause_s
+                    )
+                    if affordable is None:
+                        return proposal(
+                            running,
+                            "latency-spacing",
+                            now,
+                            load,
+                            f"a scale-in's {pause_s:.1f} s pause would cost more seconds over the latency "
+                            f"target than the {latency.budget_s:.0f} s allowed since the last rescale",
+                            rules=dict.fromkeys(current, "keep"),
+                        )
+                    chosen, over_s = affordable
+                    why += f"; its pause costs ~{over_s:.0f} s over the latency target"
                 target = sizing.evaluate(chosen.parallelism, _labelled(chosen, current, "scale-down"))
                 return proposal(target, rule, why, now, load, "needs fewer slots")
             return proposal(
@@ -325,13 +375,13 @@ class VertexPolicy:
         return proposal(target, rule, why, now, load)
 
     def _candidate(
-        self, sizing, current, forecast, backlog, downtime
+        self, sizing, current, forecast, backlog, downtime, floors
     ) -> tuple[VertexConfiguration, str, str]:
         """The configuration for the forecast peak, raised until it recovers within the target."""
         peak = float(forecast.max())
         for step in range(RATE_STEPS + 1):
             rate = peak * (1 + RATE_STEP * step)
-            config = sizing.configuration(rate, current)
+            config = sizing.configuration(rate, current, floors)
             grows = any(p > current.get(v, 0) for v, p in config.parallelism.items())
             downtime_s = downtime.estimate("out" if grows else "in")
             recovery_s = predict_recovery_s(config.capacity_rps, forecast, backlog, 0.0, downtime_s)
@@ -341,8 +391,27 @@ class VertexPolicy:
                     f"{config.capacity_rps:.0f} rps, recovery {recovery_s:.0f} s (downtime {downtime_s:.1f} s)"
                 )
                 return config, "vertex-long-lived", why
-        config = sizing.configuration(math.inf, current)
+        config = sizing.configuration(math.inf, current, floors)
         return config, "vertex-max", "no configuration recovers within the target: the largest"
+
+    def _affordable(
+        self, sizing, current, floors, chosen, running, load_rps, latency, pause_s
+    ) -> tuple[VertexConfiguration, float] | None:
+        """From `chosen` up in 5% steps, the first configuration that still saves and whose pause costs no
+        more seconds over the latency target than the budget (a roomier one catches up sooner)."""
+        for step in range(RATE_STEPS + 1):
+            config = (
+                chosen
+                if step == 0
+                else sizing.configuration(chosen.capacity_rps * (1 + RATE_STEP * step), current, floors)
+            )
+            if not self._saves(running, config):
+                return None
+            utilization = load_rps / config.capacity_rps if config.capacity_rps > 0 else math.inf
+            over_s = seconds_over_target_after_pause(pause_s, latency.slack_s, utilization)
+            if over_s <= latency.budget_s:
+                return config, over_s
+        return None
 
     def _saves(self, running: VertexConfiguration, chosen: VertexConfiguration) -> bool:
         """Whether moving to `chosen` saves slots, or sheds subtasks worth a TaskManager at the price."""

@@ -13,6 +13,7 @@ from capacity.latency import (
     min_stable_cores,
     mmk_sojourn_s,
     network_latency_s,
+    seconds_over_target_after_pause,
     split_sojourn_s,
 )
 
@@ -98,3 +99,38 @@ def test_split_queues_are_bound_by_the_hottest_subtask():
     assert hot.first_cores() == 16 and hot.sojourn_s(16) == math.inf
     allocation = greedy_allocation([hot], 3_000, 1.0)
     assert not allocation.met and allocation.reason == "no core lowers the latency"
+
+
+def _fifo_seconds_over(pause_s: int, load_rps: float, capacity_rps: float, slack_s: float) -> int:
+    """Second by second: nothing served during the pause, then `capacity_rps` FIFO; a second counts when
+    the records served in it (or, serving none, the oldest waiting) waited more than `slack_s` on average."""
+    arrived = served = 0.0
+    over = 0
+    for t in range(10_000):
+        before = served
+        arrived += load_rps
+        if t >= pause_s:
+            served = min(arrived, served + capacity_rps)
+        if served > before:  # records (before, served], served mid-second, arrived at index / load (FIFO)
+            waited = t + 0.5 - ((before + served) / 2) / load_rps
+        elif arrived > served:
+            waited = t + 1 - served / load_rps
+        else:
+            waited = 0.0
+        over += waited > slack_s + 1e-9
+        if t > pause_s and served >= arrived:
+            return over
+    return over
+
+
+@pytest.mark.parametrize(("pause_s", "utilization"), [(3, 0.5), (3, 0.75), (6, 0.9), (30, 0.8)])
+def test_a_pause_costs_its_excess_over_the_slack_divided_by_the_spare_capacity(pause_s, utilization):
+    load = 1_000.0
+    closed = seconds_over_target_after_pause(float(pause_s), 1.5, utilization)
+    counted = _fifo_seconds_over(pause_s, load, load / utilization, 1.5)
+    assert closed == pytest.approx(counted, rel=0.05, abs=2.0)  # whole seconds against a fluid
+
+
+def test_a_pause_within_the_slack_costs_nothing_and_an_overloaded_job_never_catches_up():
+    assert seconds_over_target_after_pause(1.0, 1.5, 0.9) == 0.0
+    assert seconds_over_target_after_pause(3.0, 1.5, 1.0) == math.inf

@@ -16,6 +16,7 @@ from mape.latency_policy import (
     LatencyObjective,
     latency_need,
     latency_of,
+    vertex_latency_terms,
 )
 from mape.proactive import ProactivePolicy
 from mape.skew import SKEW, SkewKnowledge, VertexSkew, hot_key_group
@@ -136,6 +137,20 @@ def test_a_scale_in_waits_until_rescales_are_rare_enough_for_the_target():
     assert "6000 s" in reasons[-1]
     target, _, _ = _objective(2_000.0).propose(a, Knowledge(last_rescale_s=NOW_S - 7_000))
     assert target < 10
+
+
+def test_per_vertex_the_greedy_gives_each_vertex_its_floor_and_the_target_a_pause_budget():
+    vertices = (_vertex("e1", 200.0), _vertex("e2", 500.0, ratio=2.0))
+    knowledge = Knowledge(last_rescale_s=NOW_S - 1_000)
+    for _ in range(3):  # the job shows 0.5 s beside the queues: 1.5 s of a 2 s target are left for a pause
+        latency_of(knowledge).learn(1e-3, 0.501)
+    terms = vertex_latency_terms(_assessment(1_000, vertices), knowledge, 2.0, 18, 0.99)
+    assert terms.slack_s == pytest.approx(1.5)
+    assert terms.budget_s == pytest.approx(10.0)  # 1% of the 1,000 s since the last rescale
+    assert terms.floors == {"e1": 6, "e2": 5}  # the stable start already meets a 1.5 s model target
+    tight = vertex_latency_terms(_assessment(1_000, vertices), Knowledge(), 10e-3, 18, 0.99)
+    assert tight.floors == {"e1": 8, "e2": 6}  # the chain: no shared core to fit per vertex
+    assert tight.budget_s == math.inf  # never rescaled
 
 
 def test_hot_key_group_estimate_puts_the_excess_in_one_group():

@@ -14,6 +14,7 @@ from mape.knowledge import Knowledge, KnowledgeStore
 from mape.vertex_knowledge import VERTEX, VertexKnowledge
 from mape.vertex_plan import (
     SLOT_CPU,
+    LatencyTerms,
     Sizing,
     VertexPolicy,
     largest_range_factor,
@@ -172,6 +173,33 @@ def test_a_scale_down_that_saves_slots_happens_when_caught_up_only():
     catching_up = policy().propose_configuration(assessment(1_500.0, backlog=300_000.0), knowledge)
     assert catching_up.rule == "vertex-current-valid"
     assert catching_up.vertex_parallelism == catching_up.current_vertex_parallelism
+
+
+def test_latency_floors_raise_vertices_above_the_ds2_walk_and_invalidate_a_running_one_below():
+    terms = LatencyTerms({"agg": 8}, slack_s=1.5, budget_s=math.inf, reasons=("latency: floors",))
+    up = policy().propose_configuration(assessment(9_500.0), knowledge_with(FakeDag()), terms)
+    assert up.vertex_parallelism["agg"] == 8 and up.vertex_rules["agg"] == "latency-floor"
+    assert up.reasons[0] == "latency: floors"
+    # 3,500 rps: the running 2/4/4 carries it and is kept, unless the target needs 6 map subtasks
+    knowledge = knowledge_with(FakeDag())
+    assert policy().propose_configuration(assessment(3_500.0), knowledge).rule == "vertex-current-valid"
+    raised = policy().propose_configuration(
+        assessment(3_500.0), knowledge, LatencyTerms({"map": 6}, 1.5, 0.0)
+    )
+    assert raised.vertex_parallelism["map"] == 6
+
+
+def test_a_scale_in_costs_its_pause_and_waits_for_the_latency_budget():
+    """1,500 rps on 4 slots: {1, 2, 1} runs at 75% after a 3 s pause, 1.5 s over a 1.5 s slack → 6 s over
+    the target; a roomier {1, 3, 2} (50%) costs 3 s; nothing fits in 1 s."""
+    knowledge = knowledge_with(FakeDag(), downtime_s=3.0)
+    tight = policy().propose_configuration(assessment(1_500.0), knowledge, LatencyTerms({}, 1.5, 10.0))
+    assert tight.vertex_parallelism == {"src": 1, "map": 2, "agg": 1}
+    roomy = policy().propose_configuration(assessment(1_500.0), knowledge, LatencyTerms({}, 1.5, 4.0))
+    assert roomy.vertex_parallelism == {"src": 1, "map": 3, "agg": 2}
+    assert "its pause costs ~3 s over the latency target" in " ".join(roomy.reasons)
+    waits = policy().propose_configuration(assessment(1_500.0), knowledge, LatencyTerms({}, 1.5, 1.0))
+    assert waits.rule == "latency-spacing" and waits.vertex_parallelism == waits.current_vertex_parallelism
 
 
 def test_the_recovery_bound_uses_the_per_vertex_downtime():
