@@ -22,7 +22,8 @@ at least recovery / (1 − met_share) seconds after the last rescale. Per vertex
 `VertexLatencyObjective`) the greedy's cores are each vertex's floor in the per-vertex plan, and a
 scale-in's cost is the seconds its short pause keeps the latency over the target, (pause − slack) /
 (1 − utilization) at the new configuration: it must fit in (1 − met_share) × the time since the last
-rescale, and a roomier configuration that still saves slots is taken when the tightest does not. A vertex whose hot key group cannot
+rescale (at most the only-if-necessary window), and a roomier configuration that still saves slots is
+taken when the tightest does not. A vertex whose hot key group cannot
 carry the forecast at any parallelism (mape/skew.py) gets the parallelism beyond which its hot subtask
 gains nothing, and the decision names the skew.
 """
@@ -339,13 +340,21 @@ class LatencyObjective:
 
 
 def vertex_latency_terms(
-    a: Assessment, knowledge: Knowledge, target_s: float, max_slots: int, met_share: float
+    a: Assessment,
+    knowledge: Knowledge,
+    target_s: float,
+    max_slots: int,
+    met_share: float,
+    budget_window_s: float = math.inf,
 ) -> LatencyTerms:
-    """Per vertex, the greedy's cores at the forecast peak as floors; the pause slack and the budget."""
+    """Per vertex, the greedy's cores at the forecast peak as floors; the pause slack and the budget: the
+    share of the time since the last rescale the target may miss, that time counted up to
+    `budget_window_s` (a long calm does not let one rescale spend it all: a pause's cost grows as
+    1 / (1 − u), so an error in the capacity costs most where the most was allowed)."""
     correction = latency_of(knowledge)
     slack_s = target_s - correction.corrected_s(0.0)
     since_s = math.inf if knowledge.last_rescale_s is None else a.time_s - knowledge.last_rescale_s
-    budget_s = (1.0 - met_share) * since_s
+    budget_s = (1.0 - met_share) * min(since_s, budget_window_s)
     allowance = (
         f"latency: {slack_s * 1000:.0f} ms of slack for a rescale's pause, {budget_s:.0f} s over the "
         f"target allowed since the last rescale"
@@ -375,8 +384,9 @@ def vertex_latency_terms(
 class VertexLatencyObjective:
     """The latency objective per vertex: the greedy's cores as each vertex's floor, and a scale-in taken
     only when its pause (the learned per-vertex downtime, then the catch-up at the new configuration's
-    utilization) costs no more seconds over the target than the target allows since the last rescale;
-    among the configurations that still save, the first roomy enough for that."""
+    utilization) costs no more seconds over the target than the target allows since the last rescale (at
+    most over the plan's only-if-necessary window); among the configurations that still save, the first
+    roomy enough for that."""
 
     name = "foresail"
 
@@ -387,13 +397,17 @@ class VertexLatencyObjective:
         self.target_s = target_s
         self.max_slots = max_slots
         self.met_share = met_share
+        self.budget_window_s = inner.necessary_window_s
+        """The allowance accrues over at most the window the plan keeps a configuration anyway."""
 
     def propose(self, assessment: Assessment, knowledge: Knowledge) -> tuple[int, str, tuple[str, ...]]:
         p = self.propose_configuration(assessment, knowledge)
         return p.scaleout, p.rule, p.reasons
 
     def propose_configuration(self, a: Assessment, knowledge: Knowledge) -> Proposal:
-        terms = vertex_latency_terms(a, knowledge, self.target_s, self.max_slots, self.met_share)
+        terms = vertex_latency_terms(
+            a, knowledge, self.target_s, self.max_slots, self.met_share, self.budget_window_s
+        )
         return self.inner.propose_configuration(a, knowledge, terms)
 
 

@@ -4,12 +4,13 @@ with the local per-vertex target (TaskManager processes + Flink's REST resource 
 
 Sink-bound (the sink waits per record, so its capacity is 10^6 / wait per subtask whatever the machine's
 load): a load above one sink subtask makes the analysis name the sink the bottleneck, and the loop raises
-that vertex only, through REST, starting a TaskManager first; Flink then runs it at the new parallelism
-(read from /jobs/:jobid) while every other vertex stays at 1. The rescale's measured downtime (PUT → last
+that vertex (with burn, which feeds it over a forward edge: the plan keeps both ends equal) through REST,
+starting a TaskManager first; Flink then runs them at the new parallelism (read from /jobs/:jobid) while
+the source and parse stay at 1 (slot sharing: the second slot holds burn's and the sink's new subtasks). The rescale's measured downtime (PUT → last
 subtask RUNNING, Flink's own timestamps) reaches the knowledge store. When the load falls, the sink is
 lowered again and the TaskManager left without tasks is stopped.
 
-Decisions come from the test-side per-vertex policy in tests/e2e/vertex.py until the real one is merged.
+Decisions come from foresail's per-vertex plan (mape/vertex_plan.py), as the daemon builds it.
 """
 
 from __future__ import annotations
@@ -101,9 +102,18 @@ def test_the_bottleneck_vertex_alone_is_raised_through_rest_and_lowered_when_the
 ):
     flink, started = adaptive.flink, time.monotonic()
     config = daemon_config(flink, adaptive.prometheus.url, tmp_path, {"kind": "prometheus+local-flink"})
-    # a baseline's name turns the forecaster off (daemon/build.py): each vertex's needed parallelism then
-    # comes from the window's peak input, not from a forecaster extrapolating two minutes of history
-    config["scaling"] |= {"policy": "ds2", "stabilization_s": 15}
+    # foresail's per-vertex plan. The load has a minute of history when it steps up: no ARIMA model yet, and
+    # the linear fallback fitted across the step would project it 2.7× within two minutes (seen here), so
+    # the fallback's window is one bucket (it holds the last level) and the horizon two minutes (per-vertex
+    # rescales take seconds: no long horizon to amortize them over)
+    # (loop every 5 s here, not 60: the only-if-necessary window shrinks with it, 10 min to 30 s)
+    config["scaling"] |= {
+        "policy": "foresail",
+        "granularity": "vertex",
+        "stabilization_s": 15,
+        "necessary_window_s": 30,
+    }
+    config["forecast"] = {"horizon_s": 120, "linear_window_s": 10}
     # a worker's throughput: the records of the widest vertex's subtask on it (the sink: each TaskManager
     # carries one of its subtasks); the job-level default meters burn, which runs on one TaskManager only
     config["prometheus"]["query_worker_throughput"] = WIDEST_VERTEX_THROUGHPUT
@@ -114,10 +124,12 @@ def test_the_bottleneck_vertex_alone_is_raised_through_rest_and_lowered_when_the
         names = {v.vertex_id: v.name for v in raised.assessment.vertices}
         changed = {names[v]: p for v, p in decision.target_vertex_parallelism.items() if p != 1}
         assert raised.assessment.bottleneck_vertex == STORE
-        assert changed == {STORE: 2}, decision  # only the bottleneck vertex
+        assert changed == {"burn": 2, STORE: 2}, decision  # the bottleneck and its forward partner
+        rules = {names[v]: r for v, r in decision.vertex_rules.items()}
+        assert rules["burn"] == "forward-edge" and rules[SOURCE] == rules["parse"] == "keep"
         assert decision.target_scaleout == 2  # one slot per TaskManager: a second one
         at_two = wait_for(lambda: _running(flink).get(STORE) == 2 and _running(flink), 120, "the sink at 2")
-        assert at_two == {SOURCE: 1, "parse": 1, "burn": 1, STORE: 2}
+        assert at_two == {SOURCE: 1, "parse": 1, "burn": 2, STORE: 2}
         assert len(flink.cluster.taskmanagers()) == 2
         completed = wait_for(
             lambda: next((r.observation.completed_rescales for r in loop.snapshot() if r.observation and

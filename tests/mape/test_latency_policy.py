@@ -151,6 +151,8 @@ def test_per_vertex_the_greedy_gives_each_vertex_its_floor_and_the_target_a_paus
     tight = vertex_latency_terms(_assessment(1_000, vertices), Knowledge(), 10e-3, 18, 0.99)
     assert tight.floors == {"e1": 8, "e2": 6}  # the chain: no shared core to fit per vertex
     assert tight.budget_s == math.inf  # never rescaled
+    capped = vertex_latency_terms(_assessment(1_000, vertices), knowledge, 2.0, 18, 0.99, 600.0)
+    assert capped.budget_s == pytest.approx(6.0)  # counted over at most 600 s
 
 
 def test_hot_key_group_estimate_puts_the_excess_in_one_group():

@@ -3,6 +3,7 @@ path's own downtime, scale-downs only when they save slots, and the loop executi
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -135,6 +136,10 @@ def test_the_shared_slot_gets_subtasks_until_its_core_fits():
 def test_a_vertex_of_unknown_rate_follows_the_vertex_it_feeds_or_keeps_its_parallelism():
     config = Sizing(GRAPH, FakeDag(unknown={"src"}), 32, cpu_per_busy=0.01).configuration(7_500.0, {"src": 2})
     assert config.parallelism["src"] == 8 and config.rules["src"] == "follow-downstream"
+    # one that reports busy time but has no rate learned (nearly idle, or waiting on backpressure) keeps
+    idle_src = Sizing(GRAPH, FakeDag(unknown={"src"}), 32, 0.01, reports_busy=frozenset({"src"}))
+    config = idle_src.configuration(7_500.0, {"src": 2})
+    assert config.parallelism["src"] == 2 and config.rules["src"] == "keep-unknown-rate"
     config = Sizing(GRAPH, FakeDag(unknown={"agg"}), 32, cpu_per_busy=0.01).configuration(7_500.0, {"agg": 3})
     assert config.parallelism["agg"] == 3 and config.rules["agg"] == "keep-unknown-rate"
 
@@ -200,6 +205,21 @@ def test_a_scale_in_costs_its_pause_and_waits_for_the_latency_budget():
     assert "its pause costs ~3 s over the latency target" in " ".join(roomy.reasons)
     waits = policy().propose_configuration(assessment(1_500.0), knowledge, LatencyTerms({}, 1.5, 1.0))
     assert waits.rule == "latency-spacing" and waits.vertex_parallelism == waits.current_vertex_parallelism
+
+
+def test_a_failing_configuration_is_not_shrunk_when_the_pause_would_cost_too_much():
+    """4,100 rps now (above the running map's 4,000), 1,500 forecast: the walk wants {1, 2, 1}, but after a
+    pause at that size the job would be late longer than the 1 s the target allows: nothing comes down."""
+    falling = dataclasses.replace(assessment(1_500.0), workload_avg_rps=4_100.0)
+    knowledge = knowledge_with(FakeDag())
+    assert policy().propose_configuration(falling, knowledge).vertex_parallelism == {
+        "src": 1,
+        "map": 2,
+        "agg": 1,
+    }
+    kept = policy().propose_configuration(falling, knowledge, LatencyTerms({}, 1.5, 1.0))
+    assert kept.vertex_parallelism == kept.current_vertex_parallelism
+    assert kept.rule == "latency-spacing" and set(kept.vertex_rules.values()) == {"keep-latency"}
 
 
 def test_the_recovery_bound_uses_the_per_vertex_downtime():
