@@ -147,6 +147,7 @@ def make_policy(config: Config) -> Policy:
             scaling.slots_per_taskmanager,
             scaling.slot_sharing_groups,
             scaling.subtask_price,
+            scaling.surge_drain_s,
         )
     if scaling.policy in ("foresail", "foresail-cpu-only"):
         proactive = ProactivePolicy(

@@ -405,10 +405,15 @@ class VertexLatencyObjective:
         return p.scaleout, p.rule, p.reasons
 
     def propose_configuration(self, a: Assessment, knowledge: Knowledge) -> Proposal:
-        terms = vertex_latency_terms(
+        return self.inner.propose_configuration(a, knowledge, self._terms(a, knowledge))
+
+    def urgent(self, a: Assessment, knowledge: Knowledge) -> Proposal | None:
+        return self.inner.urgent(a, knowledge, self._terms(a, knowledge))
+
+    def _terms(self, a: Assessment, knowledge: Knowledge) -> LatencyTerms:
+        return vertex_latency_terms(
             a, knowledge, self.target_s, self.max_slots, self.met_share, self.budget_window_s
         )
-        return self.inner.propose_configuration(a, knowledge, terms)
 
 
 class LatencyLearning(ObservingExtension):

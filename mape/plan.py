@@ -71,18 +71,15 @@ class GuardedPlan:
         if since is not None and since < self.stabilization_s:
             urgent = getattr(self.policy, "urgent", None)
             surge = urgent(assessment, knowledge) if urgent is not None else None
-            if surge is not None:  # a surge does not wait: stabilization guards against flapping, not load
-                target, rule, reasons = surge
+            if surge is None:
                 return decision(
-                    self._bounded(target),
-                    rule,
-                    *reasons,
-                    f"inside stabilization ({since:.0f} s after a rescale)",
+                    current, "stabilization", f"last rescale {since:.0f} s ago < {self.stabilization_s:.0f} s"
                 )
-            return decision(
-                current, "stabilization", f"last rescale {since:.0f} s ago < {self.stabilization_s:.0f} s"
-            )
-        if isinstance(self.policy, ConfigurationPolicy):
+            # a surge does not wait: stabilization guards against flapping, not load
+            proposal = surge if isinstance(surge, Proposal) else Proposal(*surge)
+            inside = f"inside stabilization ({since:.0f} s after a rescale)"
+            proposal = replace(proposal, reasons=(*proposal.reasons, inside))
+        elif isinstance(self.policy, ConfigurationPolicy):
             proposal = self.policy.propose_configuration(assessment, knowledge)
         else:
             proposal = Proposal(*self.policy.propose(assessment, knowledge))

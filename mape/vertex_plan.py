@@ -25,6 +25,10 @@ Daedalus's recovery bound, every changed vertex in one rescale.
   and drains it within the target (``vertex-current-valid``: Daedalus keeps the current scale-out when it
   is valid, and moves only to a long-lived one) unless the new one needs fewer slots (or sheds subtasks worth a TaskManager at `subtask_price`) and the job is
   not catching up.
+- Surge (``vertex-surge``, also inside the stabilization window through `urgent`): when the load of the
+  last seconds leaves the previous forecast's upper bound and exceeds what the running configuration
+  carries, every vertex is sized at once for that load (or the next loop's forecast) plus the backlog and
+  what piles up during the pause, drained within `surge_drain_s`; none comes down.
 - A vertex is scaled down on its own only when that saves slots (or the subtask price); in a rescale that
   happens anyway, vertices above their need come down with it (``ride-along-down``). Every vertex's rule
   is in the decision (`Decision.vertex_rules`).
@@ -61,7 +65,8 @@ RATE_STEPS = 40
 CAPACITY_ERROR = 0.1
 """Share by which a configuration the job has not run may carry less than the model says (the per-vertex
 model's error at other configurations than the running one: median 7%, p90 13% on the twin's io-sink).
-A scale-in's pause is priced at that capacity: near saturation the cost grows as 1 / (1 − u)."""
+With the latency objective, configurations are sized to carry the forecast at that much less capacity, and
+a scale-in's pause is priced at it: near saturation the cost grows as 1 / (1 − u)."""
 DEFAULT_GROUP = "default"
 
 
@@ -265,6 +270,7 @@ class VertexPolicy:
         slots_per_taskmanager: int = 1,
         slot_sharing_groups: Mapping[str, str] | None = None,
         subtask_price: float = 0.0,
+        surge_drain_s: float = 120.0,
     ) -> None:
         self.min_taskmanagers = min_taskmanagers
         self.max_taskmanagers = max_taskmanagers
@@ -275,19 +281,13 @@ class VertexPolicy:
         self.slot_sharing_groups = dict(slot_sharing_groups or {})
         """Vertex name → group."""
         self.subtask_price = subtask_price
+        self.surge_drain_s = surge_drain_s
 
-    def propose_configuration(
-        self, assessment: Assessment, knowledge: Knowledge, latency: LatencyTerms | None = None
-    ) -> Proposal:
-        a = assessment
+    def _context(self, a: Assessment, knowledge: Knowledge, latency: LatencyTerms | None) -> _Context | None:
         state = vertex_knowledge(knowledge)
         graph = state.graph if state is not None else None
         if graph is None or not a.vertices:
-            return Proposal(
-                a.current_scaleout, "vertex-no-graph", ("no job graph or per-vertex metrics yet",)
-            )
-        current = {v.vertex_id: v.parallelism for v in graph.vertices}
-        names = {v.vertex_id: v.name for v in graph.vertices}
+            return None
         groups = {
             v.vertex_id: self.slot_sharing_groups[v.name]
             for v in graph.vertices
@@ -295,33 +295,70 @@ class VertexPolicy:
         }
         max_slots = self.max_taskmanagers * self.slots_per_taskmanager
         reports_busy = frozenset(v.vertex_id for v in a.vertices if math.isfinite(v.utilization))
-        sizing = Sizing(graph, knowledge.dag, max_slots, state.cpu_per_busy, groups, reports_busy)
-        floors = dict(latency.floors) if latency is not None else {}
-        objective = latency.reasons if latency is not None else ()
+        return _Context(
+            state,
+            {v.vertex_id: v.parallelism for v in graph.vertices},
+            {v.vertex_id: v.name for v in graph.vertices},
+            Sizing(graph, knowledge.dag, max_slots, state.cpu_per_busy, groups, reports_busy),
+            dict(latency.floors) if latency is not None else {},
+            latency.reasons if latency is not None else (),
+            self.slots_per_taskmanager,
+        )
 
-        def proposal(config: VertexConfiguration, rule: str, *reasons: str, rules=None) -> Proposal:
-            tms = taskmanagers_for(config.slots, self.slots_per_taskmanager)
-            by_vertex = rules or config.rules
-            described = ", ".join(
-                f"{names[v]} {current[v]}→{p} ({by_vertex[v]})" for v, p in config.parallelism.items()
-            )
+    def urgent(
+        self, assessment: Assessment, knowledge: Knowledge, latency: LatencyTerms | None = None
+    ) -> Proposal | None:
+        """The surge rule per vertex: the load of the last seconds left the previous forecast's upper
+        bound and exceeds what the running configuration carries. Every vertex is sized at once (none comes
+        down) for that load or the next loop's forecast, whichever is higher, plus the backlog and what
+        piles up during the pause, drained within `surge_drain_s`. None when there is no surge."""
+        a = assessment
+        recent, expected = a.workload_recent_rps, a.expected_upper_rps
+        context = self._context(a, knowledge, latency)
+        if context is None or not context.sizing.any_known or not math.isfinite(recent):
+            return None
+        current, sizing = context.current, context.sizing
+        running = sizing.evaluate(current, dict.fromkeys(current, "keep"))
+        if not recent > running.capacity_rps or (math.isfinite(expected) and recent <= expected):
+            return None
+        level = max(recent, _peak(_forecast(a), self.loop_interval_s))
+        piled_up = a.backlog_records + recent * context.state.downtime.estimate("out")
+        needed = level + piled_up / self.surge_drain_s
+        config = sizing.configuration(needed, current, context.floors)
+        merged = {v: max(p, current[v]) for v, p in config.parallelism.items()}
+        if merged == current:
+            return None
+        target = sizing.evaluate(
+            merged, {v: config.rules[v] if merged[v] > current[v] else "keep" for v in merged}
+        )
+        seen = "no earlier upper bound" if not math.isfinite(expected) else f"upper bound {expected:.0f}"
+        return context.proposal(
+            target,
+            "vertex-surge",
+            f"load {recent:.0f} rps over the last seconds > {seen} and > the running configuration's "
+            f"{running.capacity_rps:.0f}",
+            f"sized for {needed:.0f} rps: {level:.0f} plus {piled_up:.0f} records drained within "
+            f"{self.surge_drain_s:.0f} s",
+        )
+
+    def propose_configuration(
+        self, assessment: Assessment, knowledge: Knowledge, latency: LatencyTerms | None = None
+    ) -> Proposal:
+        a = assessment
+        context = self._context(a, knowledge, latency)
+        if context is None:
             return Proposal(
-                tms,
-                rule,
-                (*objective, *reasons, described),
-                vertex_parallelism=dict(config.parallelism),
-                vertex_rules=dict(by_vertex),
-                current_vertex_parallelism=current,
+                a.current_scaleout, "vertex-no-graph", ("no job graph or per-vertex metrics yet",)
             )
-
+        state, current, sizing, floors = context.state, context.current, context.sizing, context.floors
+        proposal = context.proposal
         running = sizing.evaluate(current, dict.fromkeys(current, "keep"))
         if not sizing.any_known:
             return proposal(running, "vertex-no-rates", "no vertex's true rate is known yet")
-        forecast = (
-            np.asarray(a.forecast_rps, dtype=float)
-            if a.forecast_rps is not None and len(a.forecast_rps)
-            else np.array([a.workload_avg_rps])
-        )
+        surge = self.urgent(a, knowledge, latency)
+        if surge is not None:
+            return surge
+        forecast = _forecast(a)
         average, horizon_max = a.workload_avg_rps, float(forecast.max())
         next_loop = _peak(forecast, self.loop_interval_s)
         load = (
@@ -333,8 +370,9 @@ class VertexPolicy:
         if since < self.necessary_window_s and running.capacity_rps > max(average, next_loop):
             return proposal(running, "vertex-only-if-necessary", f"rescaled {since:.0f} s ago", now, load)
 
+        margin = CAPACITY_ERROR if latency is not None else 0.0
         chosen, rule, why = self._candidate(
-            sizing, current, forecast, a.backlog_records, state.downtime, floors
+            sizing, current, forecast, a.backlog_records, state.downtime, floors, margin
         )
         drain_s = predict_recovery_s(running.capacity_rps, forecast, a.backlog_records, 0.0, 0.0)
         running_valid = (  # Daedalus: the current scale-out needs only carry the load until recovered
@@ -406,10 +444,11 @@ class VertexPolicy:
         return proposal(target, rule, why, now, load)
 
     def _candidate(
-        self, sizing, current, forecast, backlog, downtime, floors
+        self, sizing, current, forecast, backlog, downtime, floors, margin=0.0
     ) -> tuple[VertexConfiguration, str, str]:
-        """The configuration for the forecast peak, raised until it recovers within the target."""
-        peak = float(forecast.max())
+        """The configuration for the forecast peak, raised until it recovers within the target; with a
+        `margin`, sized so that it still carries the peak when it carries that share less than modelled."""
+        peak = float(forecast.max()) / (1.0 - margin)
         for step in range(RATE_STEPS + 1):
             rate = peak * (1 + RATE_STEP * step)
             config = sizing.configuration(rate, current, floors)
@@ -418,7 +457,9 @@ class VertexPolicy:
             recovery_s = predict_recovery_s(config.capacity_rps, forecast, backlog, 0.0, downtime_s)
             if recovery_s <= self.recovery_target_s and config.capacity_rps >= _peak(forecast, recovery_s):
                 why = (
-                    f"sized for {rate:.0f} rps (forecast peak +{RATE_STEP * step:.0%}): carries "
+                    f"sized for {rate:.0f} rps (forecast peak +{RATE_STEP * step:.0%}"
+                    + (f", ÷ {1 - margin:.2f} for the model's error" if margin else "")
+                    + "): carries "
                     f"{config.capacity_rps:.0f} rps, recovery {recovery_s:.0f} s (downtime {downtime_s:.1f} s)"
                 )
                 return config, "vertex-long-lived", why
@@ -451,6 +492,40 @@ class VertexPolicy:
             return True
         shed = sum(running.parallelism.values()) - sum(chosen.parallelism.values())
         return self.subtask_price > 0 and shed * self.subtask_price >= 1.0
+
+
+@dataclass
+class _Context:
+    """What one plan step knows of the job: the graph's running parallelism, the sizing, the objective."""
+
+    state: object
+    current: dict[str, int]
+    names: dict[str, str]
+    sizing: Sizing
+    floors: dict[str, int]
+    objective: tuple[str, ...]
+    slots_per_taskmanager: int
+
+    def proposal(self, config: VertexConfiguration, rule: str, *reasons: str, rules=None) -> Proposal:
+        by_vertex = rules or config.rules
+        described = ", ".join(
+            f"{self.names[v]} {self.current[v]}→{p} ({by_vertex[v]})" for v, p in config.parallelism.items()
+        )
+        return Proposal(
+            taskmanagers_for(config.slots, self.slots_per_taskmanager),
+            rule,
+            (*self.objective, *reasons, described),
+            vertex_parallelism=dict(config.parallelism),
+            vertex_rules=dict(by_vertex),
+            current_vertex_parallelism=self.current,
+        )
+
+
+def _forecast(a: Assessment) -> np.ndarray:
+    """The per-second forecast, or the window's average where there is none."""
+    if a.forecast_rps is not None and len(a.forecast_rps):
+        return np.asarray(a.forecast_rps, dtype=float)
+    return np.array([a.workload_avg_rps])
 
 
 def _labelled(config: VertexConfiguration, current: Mapping[str, int], down: str) -> dict[str, str]:

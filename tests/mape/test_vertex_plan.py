@@ -12,6 +12,7 @@ import pytest
 from config.schema import Config
 from daemon.build import knowledge_settings, make_loop, make_twin
 from mape.knowledge import Knowledge, KnowledgeStore
+from mape.plan import GuardedPlan
 from mape.vertex_knowledge import VERTEX, VertexKnowledge
 from mape.vertex_plan import (
     SLOT_CPU,
@@ -220,6 +221,24 @@ def test_a_failing_configuration_is_not_shrunk_when_the_pause_would_cost_too_muc
     kept = policy().propose_configuration(falling, knowledge, LatencyTerms({}, 1.5, 1.0))
     assert kept.vertex_parallelism == kept.current_vertex_parallelism
     assert kept.rule == "latency-spacing" and set(kept.vertex_rules.values()) == {"keep-latency"}
+
+
+def test_a_surge_raises_every_vertex_at_once_even_inside_stabilization():
+    """The running 2/4/4 carries 4,000 rps (map); 6,000 arrive over the last seconds against an upper bound
+    of 4,500 forecast for them: sized for 6,000 plus the backlog and 3 s of arrivals drained in 120 s."""
+    surging = dataclasses.replace(
+        assessment(3_500.0, backlog=12_000.0), workload_recent_rps=6_000.0, expected_upper_rps=4_500.0
+    )
+    knowledge = knowledge_with(FakeDag(), last_rescale_s=3_600.0 - 30.0)
+    proposal = policy().urgent(surging, knowledge)
+    assert proposal.rule == "vertex-surge"
+    assert proposal.vertex_parallelism == {"src": 2, "map": 7, "agg": 4}  # ⌈6,250 / 1,000⌉; none down
+    decision = GuardedPlan(policy(), 1, 32, 180.0).decide(surging, knowledge)
+    assert decision.rule == "vertex-surge" and decision.target_vertex_parallelism["map"] == 7
+    assert "inside stabilization" in decision.reasons[-1]
+    foreseen = dataclasses.replace(surging, expected_upper_rps=6_500.0)  # within the forecast's bound
+    assert policy().urgent(foreseen, knowledge) is None
+    assert GuardedPlan(policy(), 1, 32, 180.0).decide(foreseen, knowledge).rule == "stabilization"
 
 
 def test_the_recovery_bound_uses_the_per_vertex_downtime():
