@@ -53,7 +53,7 @@ from capacity.dag import DagModel
 from capacity.latency import seconds_over_target_after_pause
 from mape.knowledge import Knowledge
 from mape.plan import Proposal
-from mape.vertex_knowledge import vertex_knowledge
+from mape.vertex_knowledge import VertexKnowledge, vertex_knowledge
 from messages.types import Assessment, JobGraph
 from recovery.predict import predict_recovery_s
 
@@ -312,10 +312,12 @@ class VertexPolicy:
         bound and exceeds what the running configuration carries. Every vertex is sized at once (none comes
         down) for that load or the next loop's forecast, whichever is higher, plus the backlog and what
         piles up during the pause, drained within `surge_drain_s`. None when there is no surge."""
-        a = assessment
+        context = self._context(assessment, knowledge, latency)
+        return self._surge(assessment, context) if context is not None else None
+
+    def _surge(self, a: Assessment, context: _Context) -> Proposal | None:
         recent, expected = a.workload_recent_rps, a.expected_upper_rps
-        context = self._context(a, knowledge, latency)
-        if context is None or not context.sizing.any_known or not math.isfinite(recent):
+        if not context.sizing.any_known or not math.isfinite(recent):
             return None
         current, sizing = context.current, context.sizing
         running = sizing.evaluate(current, dict.fromkeys(current, "keep"))
@@ -355,7 +357,7 @@ class VertexPolicy:
         running = sizing.evaluate(current, dict.fromkeys(current, "keep"))
         if not sizing.any_known:
             return proposal(running, "vertex-no-rates", "no vertex's true rate is known yet")
-        surge = self.urgent(a, knowledge, latency)
+        surge = self._surge(a, context)
         if surge is not None:
             return surge
         forecast = _forecast(a)
@@ -498,7 +500,7 @@ class VertexPolicy:
 class _Context:
     """What one plan step knows of the job: the graph's running parallelism, the sizing, the objective."""
 
-    state: object
+    state: VertexKnowledge
     current: dict[str, int]
     names: dict[str, str]
     sizing: Sizing
