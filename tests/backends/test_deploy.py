@@ -124,16 +124,30 @@ def test_the_dashboard_queries_exported_metrics():
     assert {"foresail_current_scaleout", "foresail_forecast_wape", "foresail_paused"} <= used
 
 
+def test_the_per_vertex_role_adds_only_what_the_vertex_target_calls():
+    """KubernetesVertexTarget lists the TaskManager pods and annotates the free ones (pod-deletion-cost)."""
+    role = next(d for d in _documents("rbac-vertex.yaml") if d["kind"] == "Role")
+    grants = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+              for v in rule["verbs"]}  # fmt: skip
+    assert grants == {("", "pods", "list"), ("", "pods", "patch")}
+    source = (REPO / "backends" / "kubernetes.py").read_text()
+    assert "list_namespaced_pod(" in source and "patch_namespaced_pod(" in source
+    binding = next(d for d in _documents("rbac-vertex.yaml") if d["kind"] == "RoleBinding")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"][0]["name"] == "foresail"
+
+
 def test_the_readme_names_exactly_the_roles_grants():
     readme = (REPO / "README.md").read_text()
     text = readme[readme.index("- **Permissions**") :].split("\n- **", 1)[0]
-    role = next(d for d in _documents("rbac.yaml") if d["kind"] == "Role")
-    for rule in role["rules"]:
-        for resource in rule["resources"]:
-            assert f"`{resource}`" in text, resource
-            for verb in rule["verbs"]:
-                assert f"`{verb}`" in text, (resource, verb)
-    assert "nothing else" in text
+    for name in ("rbac.yaml", "rbac-vertex.yaml"):
+        role = next(d for d in _documents(name) if d["kind"] == "Role")
+        for rule in role["rules"]:
+            for resource in rule["resources"]:
+                assert f"`{resource}`" in text, resource
+                for verb in rule["verbs"]:
+                    assert f"`{verb}`" in text, (resource, verb)
+    assert "nothing else" in text and "rbac-vertex.yaml" in text
 
 
 def test_kustomize_sets_the_namespace_and_image_once_and_ships_the_operations_files():
