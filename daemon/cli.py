@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from config.advice import notes
 from config.load import ConfigError, load_config, render_example, with_overrides
 from config.schema import Config
 
@@ -276,6 +277,8 @@ def _compare_suite(config: Config, args: argparse.Namespace, policies: list[str]
 def _check_config(args: argparse.Namespace) -> int:
     config = load_config(args.file)
     print(f"{args.file}: OK (target {config.target.kind}, policy {config.scaling.policy})")
+    for note in notes(config):
+        print(f"  note: {note}")
     if config.target.kind == "twin" or args.no_connect:
         return EXIT_OK
     from backends.factory import check_connections

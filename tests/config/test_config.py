@@ -84,6 +84,23 @@ def test_check_config_exit_codes(tmp_path: Path, capsys):
     assert main(["check-config", str(tmp_path / "missing.yaml")]) == 2
 
 
+def test_check_config_notes_a_latency_target_the_setup_cannot_hold(tmp_path: Path, capsys):
+    """Valid (exit 0), but measured not to hold: a note per reason, none where it does."""
+    job = tmp_path / "job.yaml"
+    job.write_text("scaling:\n  objective: latency\n  latency_target_ms: 2000\n")
+    assert main(["check-config", str(job)]) == 0
+    printed = capsys.readouterr().out
+    assert "note: scaling.objective: latency at granularity job" in printed
+    assert "note: loop.interval_s 60 against a 2000 ms latency target" in printed
+    vertex = tmp_path / "vertex.yaml"
+    vertex.write_text(
+        "scaling:\n  objective: latency\n  granularity: vertex\n  latency_target_ms: 2000\n"
+        "loop:\n  interval_s: 15\n"
+    )
+    assert main(["check-config", str(vertex)]) == 0
+    assert "note:" not in capsys.readouterr().out
+
+
 def test_console_script_reports_exit_code_2(tmp_path: Path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("loop:\n  interval_s: 0\n")
