@@ -165,6 +165,13 @@ def _shares_of(key_loads: np.ndarray | None, hot) -> object:
     return shares
 
 
+def forecast_peak_rps(a: Assessment) -> float:
+    """The load to plan the latency for: the forecast's peak over the horizon, else the window's."""
+    if a.forecast_rps is not None and len(a.forecast_rps):
+        return float(np.max(a.forecast_rps))
+    return a.workload_max_rps
+
+
 @dataclass(frozen=True)
 class LatencyNeed:
     scaleout: int | None
@@ -174,11 +181,7 @@ class LatencyNeed:
 
 def latency_need(a: Assessment, knowledge: Knowledge, target_s: float, max_scaleout: int) -> LatencyNeed:
     """The job scale-out whose predicted latency meets the target at the forecast peak (None: unknown)."""
-    peak = (
-        float(np.max(a.forecast_rps))
-        if a.forecast_rps is not None and len(a.forecast_rps)
-        else a.workload_max_rps
-    )
+    peak = forecast_peak_rps(a)
     if not (math.isfinite(peak) and peak > 0):
         return LatencyNeed(None, ("latency: no load to plan for",))
     queues = stations(a.vertices, knowledge, peak, max_scaleout)
@@ -359,11 +362,7 @@ def vertex_latency_terms(
         f"latency: {slack_s * 1000:.0f} ms of slack for a rescale's pause, {budget_s:.0f} s over the "
         f"target allowed since the last rescale"
     )
-    peak = (
-        float(np.max(a.forecast_rps))
-        if a.forecast_rps is not None and len(a.forecast_rps)
-        else a.workload_max_rps
-    )
+    peak = forecast_peak_rps(a)
     queues = stations(a.vertices, knowledge, peak, max_slots) if math.isfinite(peak) and peak > 0 else []
     model_target_s = correction.model_target_s(target_s)
     if not queues or model_target_s <= 0:
@@ -399,10 +398,6 @@ class VertexLatencyObjective:
         self.met_share = met_share
         self.budget_window_s = inner.necessary_window_s
         """The allowance accrues over at most the window the plan keeps a configuration anyway."""
-
-    def propose(self, assessment: Assessment, knowledge: Knowledge) -> tuple[int, str, tuple[str, ...]]:
-        p = self.propose_configuration(assessment, knowledge)
-        return p.scaleout, p.rule, p.reasons
 
     def propose_configuration(self, a: Assessment, knowledge: Knowledge) -> Proposal:
         return self.inner.propose_configuration(a, knowledge, self._terms(a, knowledge))

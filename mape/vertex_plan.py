@@ -384,25 +384,27 @@ class VertexPolicy:
             and all(current.get(v, k) >= k for v, k in floors.items())
         )
         catching_up = a.backlog_records > chosen.capacity_rps * self.loop_interval_s
-        pause_s, load_rps = state.downtime.estimate("in"), max(average, next_loop)
+        # a scale-in under the latency objective must pay for its pause (else nothing comes down)
+        shrinking = self._saves(running, chosen) if running_valid else chosen.slots < running.slots
+        too_costly = False
+        if latency is not None and shrinking and not catching_up:
+            pause_s = state.downtime.estimate("in")
+            affordable = self._affordable(context, chosen, running, max(average, next_loop), latency, pause_s)
+            if affordable is None:
+                too_costly = True
+                held = (
+                    f"after a {pause_s:.1f} s pause any smaller configuration would be late longer than the "
+                    f"{latency.budget_s:.0f} s the target allows since the last rescale: nothing comes down"
+                )
+            else:
+                chosen, over_s = affordable
+                why += f"; its pause costs ~{over_s:.0f} s over the latency target"
         if running_valid:
+            if too_costly:
+                return proposal(
+                    running, "latency-spacing", now, load, held, rules=dict.fromkeys(current, "keep-latency")
+                )
             if self._saves(running, chosen) and not catching_up:
-                if latency is not None:
-                    affordable = self._affordable(
-                        sizing, current, floors, chosen, running, load_rps, latency, pause_s
-                    )
-                    if affordable is None:
-                        return proposal(
-                            running,
-                            "latency-spacing",
-                            now,
-                            load,
-                            f"a scale-in's {pause_s:.1f} s pause would cost more seconds over the latency "
-                            f"target than the {latency.budget_s:.0f} s allowed since the last rescale",
-                            rules=dict.fromkeys(current, "keep"),
-                        )
-                    chosen, over_s = affordable
-                    why += f"; its pause costs ~{over_s:.0f} s over the latency target"
                 target = sizing.evaluate(chosen.parallelism, _labelled(chosen, current, "scale-down"))
                 return proposal(target, rule, why, now, load, "needs fewer slots")
             return proposal(
@@ -415,32 +417,16 @@ class VertexPolicy:
                     v: "keep" if chosen.parallelism[v] >= p else "keep-no-saving" for v, p in current.items()
                 },
             )
-        keep = "keep-catching-up" if catching_up else None  # nothing comes down while a backlog is worked off
-        if latency is not None and not catching_up and chosen.slots < running.slots:
-            affordable = self._affordable(
-                sizing, current, floors, chosen, running, load_rps, latency, pause_s
-            )
-            if affordable is None:
-                keep = "keep-latency"  # shrinking now costs more over the target than it may
-            else:
-                chosen, over_s = affordable
-                why += f"; its pause costs ~{over_s:.0f} s over the latency target"
+        # nothing comes down while a backlog is worked off, or when shrinking costs more than the target allows
+        keep = "keep-catching-up" if catching_up else "keep-latency" if too_costly else None
         merged = dict(chosen.parallelism)
         rules = dict(chosen.rules)
         if keep is not None:
             for vid, p in current.items():
                 if merged[vid] < p:
                     merged[vid], rules[vid] = p, keep
-        if keep == "keep-latency" and merged == current:
-            return proposal(
-                running,
-                "latency-spacing",
-                now,
-                load,
-                f"the candidate needs fewer slots, but after a {pause_s:.1f} s pause it would be late "
-                f"longer than the {latency.budget_s:.0f} s the target allows now: nothing comes down",
-                rules=dict.fromkeys(current, keep),
-            )
+        if too_costly and merged == current:
+            return proposal(running, "latency-spacing", now, load, held, rules=dict.fromkeys(current, keep))
         target = sizing.evaluate(merged, rules)
         target = sizing.evaluate(merged, _labelled(target, current, "ride-along-down"))
         return proposal(target, rule, why, now, load)
@@ -469,15 +455,16 @@ class VertexPolicy:
         return config, "vertex-max", "no configuration recovers within the target: the largest"
 
     def _affordable(
-        self, sizing, current, floors, chosen, running, load_rps, latency, pause_s
+        self, context: _Context, chosen, running, load_rps, latency, pause_s
     ) -> tuple[VertexConfiguration, float] | None:
         """From `chosen` up in 5% steps, the first configuration that still saves and whose pause costs no
         more seconds over the latency target than the budget (a roomier one catches up sooner)."""
         for step in range(RATE_STEPS + 1):
+            rate_rps = chosen.capacity_rps * (1 + RATE_STEP * step)
             config = (
                 chosen
                 if step == 0
-                else sizing.configuration(chosen.capacity_rps * (1 + RATE_STEP * step), current, floors)
+                else context.sizing.configuration(rate_rps, context.current, context.floors)
             )
             if not self._saves(running, config):
                 return None
