@@ -20,7 +20,29 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     plan.add_argument("--topology", help="twin: the job graph (shipped name or YAML; default twin.topology)")
     plan.add_argument("--target-rate", type=float, help="the rate the job must carry (records/s)")
-    plan.add_argument("--testbed", choices=("twin",), default="twin", help="where to measure (default twin)")
+    plan.add_argument(
+        "--testbed",
+        choices=("twin", "local-flink"),
+        default="twin",
+        help="where to measure: the twin, or the load job on Flink processes of this machine "
+        "(local_flink.flink_home or FLINK_HOME; JDK needed to build the job)",
+    )
+    plan.add_argument(
+        "--load-job-args",
+        default="--topology chain",
+        help="local-flink: arguments of the load job (jobs/TraceLoadJob.java; default '--topology chain')",
+    )
+    plan.add_argument(
+        "--max-rate",
+        type=float,
+        help="local-flink: the warm-up's full rate (records/s; default twice the target rate)",
+    )
+    plan.add_argument(
+        "--timings",
+        choices=("paper", "short"),
+        help="estimator timings: the paper's (120 s warm-up, 75 s a test) or short ones (20 s, 25 s); "
+        "default paper on the twin, short on local-flink",
+    )
     plan.add_argument(
         "--budget-max", type=int, default=8, help="most slots a testbed run may use (default 8)"
     )
@@ -101,7 +123,9 @@ def _plan(args: argparse.Namespace) -> int:
     from config.load import load_config, with_overrides
     from daemon.build import knowledge_settings
     from daemon.plan_output import seed_knowledge, write_deployment, write_plan, write_plot
+    from planning.estimator import EstimatorSettings
     from planning.explorer import ExplorerSettings
+    from planning.flink_testbed import TestbedError
     from planning.plan import PlanError, make_plan
 
     problem = _plan_argument_problem(args)
@@ -120,12 +144,21 @@ def _plan(args: argparse.Namespace) -> int:
         )
     except ValueError as error:
         return _fail(str(error))
-    testbed = twin_testbed(config)
+    timings = args.timings or ("short" if args.testbed == "local-flink" else "paper")
+    estimator = EstimatorSettings(**SHORT_TIMINGS_S) if timings == "short" else EstimatorSettings()
     try:
-        plan = make_plan(testbed, args.target_rate, explorer, max_slots=testbed.max_slots, progress=_progress)
-    except PlanError as error:
+        testbed, topology, max_slots = _testbed(args, config)
+    except (ValueError, RuntimeError) as error:
         return _fail(str(error), EXIT_FAILURE)
-    extra = {"testbed": args.testbed, "topology": testbed.topology.name}
+    try:
+        plan = make_plan(
+            testbed, args.target_rate, explorer, estimator, max_slots=max_slots, progress=_progress
+        )
+    except (PlanError, TestbedError) as error:
+        return _fail(str(error), EXIT_FAILURE)
+    finally:
+        getattr(testbed, "close", lambda: None)()
+    extra = {"testbed": args.testbed, "topology": topology, "timings": timings}
     paths = [
         write_plan(plan, args.out, extra),
         write_deployment(plan, config.memory.process_base_mb, args.out),
@@ -159,6 +192,41 @@ def _progress(estimate) -> None:
         f"({len(estimate.tests)} tests, {estimate.testbed_s:.0f} s of testbed time)",
         file=sys.stderr,
     )
+
+
+MAX_PLANNED_SLOTS = 100_000
+SHORT_TIMINGS_S = {"warmup_s": 20.0, "cooldown_s": 5.0, "ramp_s": 5.0, "observe_s": 15.0}
+"""Estimator timings for a testbed run in minutes: a test is 25 s instead of 75 s."""
+
+
+def _testbed(args: argparse.Namespace, config):
+    """The testbed the arguments ask for, the name of the job it runs and the most slots a plan may
+    take (the twin's max parallelism; unbounded on real Flink); raises ValueError or RuntimeError (the
+    testbed's) with one line for the user."""
+    if args.testbed == "twin":
+        testbed = twin_testbed(config)
+        return testbed, testbed.topology.name, testbed.max_slots
+    import os
+    import shlex
+
+    from backends.standalone import LOAD_JOB_JAR, build_load_job
+    from planning.flink_testbed import FlinkTestbedSettings, LoadJob, LocalFlinkTestbed
+
+    home = config.local_flink.flink_home or os.environ.get("FLINK_HOME")
+    if not home or not (Path(home) / "bin" / "taskmanager.sh").is_file():
+        raise ValueError(
+            f"local-flink: no Flink distribution at {home!r} (set local_flink.flink_home or FLINK_HOME)"
+        )
+    workdir = (args.out / "testbed").resolve()
+    try:  # built afresh: a jar left by an older foresail lacks gauges the testbed reads
+        build_load_job(Path(home), workdir / "build")
+    except RuntimeError:
+        if not (Path(home) / "usrlib" / LOAD_JOB_JAR).is_file():
+            raise
+    job_args = tuple(shlex.split(args.load_job_args))
+    max_rate = args.max_rate if args.max_rate is not None else 2 * args.target_rate
+    settings = FlinkTestbedSettings(Path(home), workdir, max_rate, LoadJob(args=job_args))
+    return LocalFlinkTestbed(settings), f"load job {' '.join(job_args)}".strip(), MAX_PLANNED_SLOTS
 
 
 def twin_testbed(config):

@@ -217,6 +217,9 @@ public class TraceLoadJob {
             getRuntimeContext().getMetricGroup().gauge("recordsDue", (Gauge<Long>) this::due);
             getRuntimeContext().getMetricGroup().gauge("inputRatePerSecond", (Gauge<Long>) this::rate);
             getRuntimeContext().getMetricGroup().gauge("traceStartMs", (Gauge<Long>) () -> startMs);
+            // the instant the metrics were read: a reader of Flink's cached metrics (the REST API) knows
+            // which moment the source's counters describe
+            getRuntimeContext().getMetricGroup().gauge("clockMs", (Gauge<Long>) System::currentTimeMillis);
         }
 
         private long due() {

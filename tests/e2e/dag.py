@@ -24,6 +24,7 @@ from backends.flinkrest import FlinkRest
 from backends.prometheus import PrometheusMetricsSource
 from config.backends import PrometheusConfig
 from messages.types import JobGraph, Observation
+from planning.flink_testbed import SMALL_BUFFERS_CONF
 from tests.e2e.daemon_process import DaemonProcess
 from tests.e2e.scenario import E2E_QUERIES
 from tests.e2e.stack import FlinkStack, PrometheusServer, compile_job, flink_home, wait_for
@@ -32,18 +33,8 @@ DAG_WORK = 400_000
 """Hash rounds per record in `burn` (about 1 ms of CPU; `parse` does a quarter)."""
 SOURCE, PARSE, BURN, STORE = "Source: trace", "parse", "burn", "store: Writer"
 """The vertices as Flink's REST API names them (the sink's vertex is its writer)."""
-DAG_FLINK_CONF = {
-    # Little data in flight between the vertices, so a load step reaches the sink in seconds: 4 KiB network
-    # buffers (16 of the job's 256-byte events), two per channel. Buffer debloating would shrink them too,
-    # but it makes a sink that waits per record report part of its waiting as idle time.
-    "taskmanager.memory.segment-size": "4kb",
-    "taskmanager.network.memory.buffers-per-channel": "2",
-    "taskmanager.network.memory.floating-buffers-per-gate": "2",
-    "taskmanager.network.memory.max-buffers-per-channel": "2",
-    # under backpressure an aligned checkpoint barrier queues behind the data and stalls the vertices below
-    # it while they align: the saturated vertex would show idle time it does not have
-    "execution.checkpointing.unaligned.enabled": "true",
-}
+DAG_FLINK_CONF = dict(SMALL_BUFFERS_CONF)
+"""Small network buffers and unaligned checkpoints: a load step reaches the sink in seconds."""
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,8 @@ free at start so two runs on one machine do not collide.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
-import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +19,15 @@ import requests
 
 from backends.flinkrest import FlinkRest, JobStatus
 from backends.localflink import LocalFlinkCluster
+from backends.standalone import (
+    LOAD_JOB_CLASS,
+    TraceFile,
+    build_load_job,
+    cluster_settings,
+    free_port,
+    free_port_range,
+    write_conf,
+)
 from tests.conftest import require_tool
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,8 +37,7 @@ _STACK_DIR = (
 )
 DEFAULT_FLINK_TARGET = _STACK_DIR / f"flink-{FLINK_VERSION}"
 """Where .ci/run installs Flink (as root: /opt); a developer without write access to /opt gets ~/.cache."""
-JOB_SOURCE = REPO / "jobs" / "TraceLoadJob.java"
-JOB_CLASS = "TraceLoadJob"
+JOB_CLASS = LOAD_JOB_CLASS
 INSTALL_HINT = (
     "install the test stack as .ci/run does: apt-get install -y --no-install-recommends prometheus; "
     f"pip install --no-deps --target {DEFAULT_FLINK_TARGET} apache-flink=={FLINK_VERSION} "
@@ -50,29 +55,6 @@ def wait_for(condition: Callable[[], object], timeout_s: float, what: str, poll_
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
         time.sleep(poll_s)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def free_port_range(count: int) -> int:
-    """First of `count` consecutive free ports (for the Prometheus reporter's port range)."""
-    for _ in range(200):
-        base = free_port()
-        if base + count > 65000:
-            continue
-        with contextlib.ExitStack() as stack:
-            try:
-                for port in range(base, base + count):
-                    probe = stack.enter_context(socket.socket())
-                    probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return base
-    raise RuntimeError(f"no {count} consecutive free ports")
 
 
 # ---- installation ---------------------------------------------------------------------------------
@@ -109,22 +91,10 @@ def prometheus_binary() -> str:
 
 
 def compile_job(home: Path, build_dir: Path) -> Path:
-    """javac against Flink's lib/*, packed into a jar in usrlib/ (where the entry point looks for it)."""
-    classes = build_dir / "classes"
-    classes.mkdir(parents=True, exist_ok=True)
-    javac = subprocess.run(
-        ["javac", "-nowarn", "-cp", f"{home}/lib/*", "-d", str(classes), str(JOB_SOURCE)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert javac.returncode == 0, f"javac failed:\n{javac.stderr}"
-    (home / "usrlib").mkdir(exist_ok=True)
-    jar = home / "usrlib" / "foresail-trace-load.jar"
-    staging = build_dir / "foresail-trace-load.jar"
-    subprocess.run(["jar", "cf", str(staging), "-C", str(classes), "."], check=True)
-    os.replace(staging, jar)  # atomic: a cluster of a parallel run never sees half a jar
-    return jar
+    try:
+        return build_load_job(home, build_dir)
+    except RuntimeError as error:
+        raise AssertionError(str(error)) from error
 
 
 # ---- Prometheus -----------------------------------------------------------------------------------
@@ -214,42 +184,8 @@ class FlinkStack:
         self.work = work
 
     def _write_conf(self) -> None:
-        self.conf_dir.mkdir(parents=True, exist_ok=True)
-        for name in ("log4j-console.properties", "log4j.properties", "logback-console.xml"):
-            shutil.copy(self.home / "conf" / name, self.conf_dir / name)
-        java_opts = _shipped_java_opts(self.home / "conf" / "config.yaml")
-        last_port = self.reporter_base + self.REPORTER_PORTS - 1
-        settings = {
-            "env.java.opts.all": java_opts,
-            "env.pid.dir": str(self.workdir / "pids"),
-            "env.log.dir": str(self.workdir / "log"),
-            "jobmanager.rpc.address": "localhost",
-            "jobmanager.rpc.port": str(free_port()),
-            "jobmanager.bind-host": "localhost",
-            "taskmanager.bind-host": "localhost",
-            "taskmanager.host": "localhost",
-            "rest.address": "localhost",
-            "rest.bind-address": "localhost",
-            "rest.port": str(self.rest_port),
-            "scheduler-mode": "reactive",
-            "taskmanager.numberOfTaskSlots": "1",
-            "jobmanager.memory.process.size": "768m",
-            "taskmanager.memory.process.size": "1024m",
-            "taskmanager.memory.managed.size": "64m",
-            "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling": "2s",
-            "jobmanager.adaptive-scheduler.executing.resource-stabilization-timeout": "2s",
-            "jobmanager.adaptive-scheduler.rescale-trigger.max-delay": "5s",
-            "metrics.reporter.prom.factory.class": "org.apache.flink.metrics.prometheus.PrometheusReporterFactory",
-            "metrics.reporter.prom.port": f"{self.reporter_base}-{last_port}",
-            "restart-strategy.type": "fixed-delay",
-            "restart-strategy.fixed-delay.attempts": "100000",
-            "restart-strategy.fixed-delay.delay": "1s",
-            "execution.checkpointing.interval": "5s",
-            "execution.checkpointing.dir": f"file://{self.workdir / 'checkpoints'}",
-        }
-        settings |= self.extra_conf
-        lines = [f"{key}: {_yaml_scalar(value)}" for key, value in settings.items() if value is not None]
-        (self.conf_dir / "config.yaml").write_text("\n".join(lines) + "\n")
+        settings = cluster_settings(self.workdir, self.rest_port, self.reporter_base, self.REPORTER_PORTS)
+        write_conf(self.home, self.conf_dir, settings | self.extra_conf)
 
     @property
     def scrape_targets(self) -> list[str]:
@@ -277,49 +213,3 @@ class FlinkStack:
 
     def stop(self) -> None:
         self.cluster.stop_all()
-
-
-class TraceFile:
-    """The job's `second|count` trace, programmed while the job runs: only seconds to come are rewritten."""
-
-    def __init__(self, path: Path, initial_rps: int = 0) -> None:
-        self.path = path
-        self.start_s: float | None = None
-        self.rates: list[int] = []
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._write([initial_rps])
-
-    def anchor(self, start_s: float) -> None:
-        """Wall-clock time (epoch seconds) of the trace's second 0: when the job first started."""
-        self.start_s = start_s
-
-    def hold(self, rate_rps: int, lead_s: float = 2.0) -> float:
-        """From `lead_s` seconds on, `rate_rps` until further notice; returns the wall time of the change."""
-        assert self.start_s is not None, "anchor the trace to the job's start first"
-        change_s = time.time() + lead_s
-        second = max(0, int(change_s - self.start_s))
-        past = self.rates[:second] + [self.rates[-1]] * max(0, second - len(self.rates))
-        self._write([*past, rate_rps])
-        return self.start_s + second
-
-    def _write(self, rates: list[int]) -> None:
-        self.rates = list(rates)
-        staging = self.path.with_suffix(".tmp")
-        staging.write_text("".join(f"{second}|{rate}\n" for second, rate in enumerate(rates)))
-        os.replace(staging, self.path)
-
-
-def _shipped_java_opts(config: Path) -> str:
-    """The `env.java.opts.all` line Flink ships (module opens the JVM needs): kept as is."""
-    lines = config.read_text().splitlines()
-    for index, line in enumerate(lines):
-        if line.strip() == "all:" or line.strip().startswith("all: "):
-            value = line.split("all:", 1)[1].strip()
-            if value:
-                return value
-            return lines[index + 1].strip()
-    return ""
-
-
-def _yaml_scalar(value: str) -> str:
-    return value if value and all(c.isalnum() or c in "._-/:=, " for c in value) else f"'{value}'"

@@ -87,6 +87,14 @@ def test_bad_plan_arguments_are_one_line(argv, message, capsys):
     assert message in err and len(err.strip().splitlines()) == 1
 
 
+def test_the_local_flink_testbed_without_flink_is_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("FLINK_HOME", str(tmp_path / "no-flink"))
+    argv = ["--testbed", "local-flink", "--target-rate", "500", "--out", str(tmp_path / "o")]
+    assert main(["plan-capacity", *argv]) == 1
+    err = capsys.readouterr().err
+    assert "no Flink distribution" in err and len(err.strip().splitlines()) == 1
+
+
 def test_a_simulated_daemon_starts_from_the_seeded_store(tmp_path, recorded_workloads):
     from config.schema import Config
     from daemon.simulate import simulate

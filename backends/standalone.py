@@ -1,0 +1,166 @@
+"""A standalone Flink cluster set up from nothing on this machine: its configuration directory, free
+ports, the load job's jar and the trace that programs the load job's input rate.
+
+Used where foresail starts a cluster of its own (the local-Flink testbed of `plan-capacity`) and by the
+end-to-end tests. The settings are those `../shared/docs/local-stack.md` found to work on Flink 2.3:
+reactive mode, one slot per TaskManager, a restart strategy and checkpoints (without them removing a
+TaskManager ends the application cluster), short adaptive-scheduler cooldowns, the Prometheus reporter on
+a port range, and the `env.java.opts.all` line Flink ships (the module opens the JVM needs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+LOAD_JOB_SOURCE = Path(__file__).resolve().parents[1] / "jobs" / "TraceLoadJob.java"
+LOAD_JOB_CLASS = "TraceLoadJob"
+LOAD_JOB_JAR = "foresail-trace-load.jar"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def free_port_range(count: int) -> int:
+    """First of `count` consecutive free ports (for the Prometheus reporter's port range)."""
+    for _ in range(200):
+        base = free_port()
+        if base + count > 65000:
+            continue
+        with contextlib.ExitStack() as stack:
+            try:
+                for port in range(base, base + count):
+                    probe = stack.enter_context(socket.socket())
+                    probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return base
+    raise RuntimeError(f"no {count} consecutive free ports")
+
+
+def cluster_settings(
+    workdir: Path, rest_port: int, reporter_base: int, reporter_ports: int
+) -> dict[str, str]:
+    """A reactive-mode cluster on localhost whose pids, logs and checkpoints live under `workdir`."""
+    return {
+        "env.pid.dir": str(workdir / "pids"),
+        "env.log.dir": str(workdir / "log"),
+        "jobmanager.rpc.address": "localhost",
+        "jobmanager.rpc.port": str(free_port()),
+        "jobmanager.bind-host": "localhost",
+        "taskmanager.bind-host": "localhost",
+        "taskmanager.host": "localhost",
+        "rest.address": "localhost",
+        "rest.bind-address": "localhost",
+        "rest.port": str(rest_port),
+        "scheduler-mode": "reactive",
+        "taskmanager.numberOfTaskSlots": "1",
+        "jobmanager.memory.process.size": "768m",
+        "taskmanager.memory.process.size": "1024m",
+        "taskmanager.memory.managed.size": "64m",
+        "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling": "2s",
+        "jobmanager.adaptive-scheduler.executing.resource-stabilization-timeout": "2s",
+        "jobmanager.adaptive-scheduler.rescale-trigger.max-delay": "5s",
+        "metrics.reporter.prom.factory.class": "org.apache.flink.metrics.prometheus.PrometheusReporterFactory",
+        "metrics.reporter.prom.port": f"{reporter_base}-{reporter_base + reporter_ports - 1}",
+        "restart-strategy.type": "fixed-delay",
+        "restart-strategy.fixed-delay.attempts": "100000",
+        "restart-strategy.fixed-delay.delay": "1s",
+        "execution.checkpointing.interval": "5s",
+        "execution.checkpointing.dir": f"file://{workdir / 'checkpoints'}",
+    }
+
+
+def write_conf(home: Path, conf_dir: Path, settings: dict[str, str | None]) -> None:
+    """`conf_dir` with Flink's logging files and a config.yaml of `settings` (None drops a key) plus the
+    shipped `env.java.opts.all`."""
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    for name in ("log4j-console.properties", "log4j.properties", "logback-console.xml"):
+        shutil.copy(home / "conf" / name, conf_dir / name)
+    settings = {"env.java.opts.all": _shipped_java_opts(home / "conf" / "config.yaml"), **settings}
+    lines = [f"{key}: {_yaml_scalar(value)}" for key, value in settings.items() if value is not None]
+    (conf_dir / "config.yaml").write_text("\n".join(lines) + "\n")
+
+
+def build_load_job(home: Path, build_dir: Path) -> Path:
+    """javac the load job against Flink's lib/*, packed into a jar in usrlib/ (where the application
+    entry point looks for it); raises RuntimeError naming what failed."""
+    classes = build_dir / "classes"
+    classes.mkdir(parents=True, exist_ok=True)
+    try:
+        javac = subprocess.run(
+            ["javac", "-nowarn", "-cp", f"{home}/lib/*", "-d", str(classes), str(LOAD_JOB_SOURCE)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except FileNotFoundError as error:
+        raise RuntimeError("javac not found: a JDK is needed to build the load job") from error
+    if javac.returncode != 0:
+        raise RuntimeError(f"javac failed:\n{javac.stderr}")
+    (home / "usrlib").mkdir(exist_ok=True)
+    jar = home / "usrlib" / LOAD_JOB_JAR
+    staging = build_dir / LOAD_JOB_JAR
+    subprocess.run(["jar", "cf", str(staging), "-C", str(classes), "."], check=True)
+    os.replace(staging, jar)  # atomic: a cluster of a parallel run never sees half a jar
+    return jar
+
+
+class TraceFile:
+    """The load job's `second|count` trace, programmed while the job runs: only seconds to come are
+    rewritten (the job re-reads the file when it changes, at most once a second)."""
+
+    def __init__(self, path: Path, initial_rps: int = 0) -> None:
+        self.path = path
+        self.start_s: float | None = None
+        self.rates: list[int] = []
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._write([initial_rps])
+
+    def anchor(self, start_s: float) -> None:
+        """Wall-clock time (epoch seconds) of the trace's second 0: when the job first started."""
+        self.start_s = start_s
+
+    def hold(self, rate_rps: int, lead_s: float = 2.0) -> float:
+        """From `lead_s` seconds on, `rate_rps` until further notice; returns the wall time of the change."""
+        return self.program([(rate_rps, 1)], lead_s)
+
+    def program(self, rates: list[tuple[int, int]], lead_s: float = 2.0) -> float:
+        """From `lead_s` seconds on, each (rate, seconds) in turn, the last rate held after; returns the
+        wall time at which the first one starts (a whole second of the trace)."""
+        assert self.start_s is not None, "anchor the trace to the job's start first"
+        second = max(0, int(time.time() + lead_s - self.start_s))
+        past = self.rates[:second] + [self.rates[-1]] * max(0, second - len(self.rates))
+        self._write(past + [rate for rate, seconds in rates for _ in range(max(1, seconds))])
+        return self.start_s + second
+
+    def _write(self, rates: list[int]) -> None:
+        self.rates = list(rates)
+        staging = self.path.with_suffix(".tmp")
+        staging.write_text("".join(f"{second}|{rate}\n" for second, rate in enumerate(rates)))
+        os.replace(staging, self.path)
+
+
+def _shipped_java_opts(config: Path) -> str:
+    lines = config.read_text().splitlines()
+    for index, line in enumerate(lines):
+        if line.strip() == "all:" or line.strip().startswith("all: "):
+            value = line.split("all:", 1)[1].strip()
+            return value or lines[index + 1].strip()
+    return ""
+
+
+def _yaml_scalar(value: str) -> str:
+    return (
+        value
+        if value and all(c.isalnum() or c in "._-/:=, " for c in value)
+        else "'" + value.replace("'", "''") + "'"
+    )

@@ -1,0 +1,306 @@
+"""Real local Flink as the Capacity Estimator's testbed: the load job (jobs/TraceLoadJob.java) on a
+reactive-mode cluster of `slots` TaskManagers of one slot each, fresh for every deployment.
+
+The load job's source emits what its trace file makes due and counts the rest as pending, as records
+produced to Kafka but not yet read would be: a source that honours backpressure. Pending records here
+also count the records in flight inside the job (sent by a vertex, not yet received by the next), which
+Flink's network buffers hold by the thousand when records are small. A phase schedule is
+programmed into the trace a few seconds ahead, so each phase starts at a known whole second of the job's
+clock. At every phase boundary the testbed reads Flink's REST API: the source's emitted records and
+pending records, and per vertex and subtask the records in and the accumulated busy milliseconds
+(`accumulateBusyTimeMs`); a phase's rates are the differences over the wall time between the two reads.
+Counters, not Flink's per-second meters: those average over the last 60 s and would blur the phases.
+Flink's REST API answers from its previous fetch of the metrics, so a read repeats until the source's
+`clockMs` gauge is newer than the read's start, and that gauge's instant is the reading's time.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import requests
+
+from backends.flinkrest import FlinkRest, GraphUnavailable
+from backends.localflink import LocalFlinkCluster, TaskManagersFailed
+from backends.standalone import (
+    LOAD_JOB_CLASS,
+    TraceFile,
+    cluster_settings,
+    free_port,
+    free_port_range,
+    write_conf,
+)
+from planning.testbed import Phase, PhaseReading, VertexReading
+
+LEAD_S = 3.0
+"""A programmed schedule starts this far ahead: the job re-reads its trace at most once a second."""
+REPORTER_PORTS = 8
+KEYED = "HASH"
+FETCH_S = 0.6
+"""The REST API answers from its last fetch of the TaskManagers' metrics and starts a new one when that
+is older than `metrics.fetcher.update-interval` (set to 500 ms): a request starts a fetch, a later one
+reads it (on a loaded machine the TaskManagers may answer late: the read is repeated until fresh)."""
+FRESH_TIMEOUT_S = 15.0
+
+SMALL_BUFFERS_CONF = {
+    # Little data in flight between the vertices, so a rate change reaches the sink in seconds: 4 KiB
+    # network buffers (16 of the load job's 256-byte events), two per channel. Buffer debloating would
+    # shrink them too, but it makes a sink that waits per record report part of its waiting as idle time.
+    "taskmanager.memory.segment-size": "4kb",
+    "taskmanager.network.memory.buffers-per-channel": "2",
+    "taskmanager.network.memory.floating-buffers-per-gate": "2",
+    "taskmanager.network.memory.max-buffers-per-channel": "2",
+    # under backpressure an aligned checkpoint barrier queues behind the data and stalls the vertices below
+    # it while they align: the saturated vertex would show idle time it does not have
+    "execution.checkpointing.unaligned.enabled": "true",
+}
+
+
+class TestbedError(RuntimeError):
+    """The testbed could not deploy or read the job (the message says what and where its logs are)."""
+
+
+@dataclass(frozen=True)
+class LoadJob:
+    """The job under test: its class in the distribution's usrlib/ and its arguments (the testbed adds
+    `--trace FILE`). The default is foresail's multi-vertex load job."""
+
+    job_class: str = LOAD_JOB_CLASS
+    args: tuple[str, ...] = ("--topology", "chain")
+
+
+@dataclass(frozen=True)
+class FlinkTestbedSettings:
+    flink_home: Path
+    workdir: Path
+    max_rate_rps: float
+    """The warm-up's full rate: well past what the largest configuration tried carries."""
+    job: LoadJob = LoadJob()
+    flink_conf: Mapping[str, str] = field(default_factory=lambda: dict(SMALL_BUFFERS_CONF))
+    """Flink settings added to the testbed's."""
+    process_base_mb: float = 960.0
+    """TaskManager process memory besides the managed memory per slot."""
+    start_timeout_s: float = 180.0
+
+
+@dataclass(frozen=True)
+class _Counters:
+    at_s: float
+    emitted: float
+    pending: float
+    records_in: dict[str, tuple[float, ...]]
+    """Vertex name → records in per subtask (cumulative)."""
+    records_out: dict[str, float]
+    busy_ms: dict[str, tuple[float, ...]]
+
+
+class LocalFlinkTestbed:
+    """`Testbed` on real Flink processes of this machine (see the module docstring)."""
+
+    def __init__(self, settings: FlinkTestbedSettings) -> None:
+        if not (math.isfinite(settings.max_rate_rps) and settings.max_rate_rps > 0):
+            raise ValueError(f"max_rate_rps must be a rate > 0, got {settings.max_rate_rps}")
+        self.settings = settings
+        self._deployments = 0
+        self._cluster: LocalFlinkCluster | None = None
+        self._rest: FlinkRest | None = None
+        self._trace: TraceFile | None = None
+        self._job_id = ""
+        self._vertices: list[tuple[str, str, int, int]] = []
+        """(id, name, parallelism, key groups or 0) in topological order, the source first."""
+        self._upstream: dict[str, str] = {}
+        """Vertex name → its input vertex's name, for vertices with exactly one input."""
+
+    @property
+    def max_rate_rps(self) -> float:
+        return self.settings.max_rate_rps
+
+    def deploy(self, slots: int, memory_mb: float) -> None:
+        self.close()
+        s = self.settings
+        if not (s.flink_home / "usrlib").is_dir():
+            raise TestbedError(f"no usrlib/ in {s.flink_home}: build the load job into it first")
+        self._deployments += 1
+        workdir = s.workdir / f"deployment-{self._deployments}-{slots}x{memory_mb:g}mb"
+        rest_port = free_port()
+        conf = cluster_settings(workdir, rest_port, free_port_range(REPORTER_PORTS), REPORTER_PORTS)
+        conf |= {"metrics.fetcher.update-interval": "500", **s.flink_conf}
+        write_conf(s.flink_home, workdir / "conf", conf)
+        cluster = LocalFlinkCluster(s.flink_home, workdir / "conf", workdir / "state")
+        cluster.set_memory(memory_mb, s.process_base_mb + memory_mb)
+        self._cluster, self._rest = cluster, FlinkRest(f"http://127.0.0.1:{rest_port}")
+        self._trace = TraceFile(workdir / "trace.txt", 0)
+        cluster.start_application(s.job.job_class, ["--trace", str(self._trace.path), *s.job.args])
+        try:
+            cluster.scale_to(slots)
+        except TaskManagersFailed as error:
+            raise TestbedError(str(error)) from error
+        self._await_running(slots, workdir)
+        self._trace.anchor(self._await(self._trace_start_s, workdir, "the load job's trace clock"))
+
+    def run(self, phases: list[Phase]) -> list[PhaseReading]:
+        if self._trace is None:
+            raise TestbedError("deploy a configuration before running phases")
+        schedule = [(round(p.rate_rps), max(1, round(p.duration_s))) for p in phases]
+        boundary_s = self._trace.program(schedule, LEAD_S)  # the last rate holds until the next run
+        readings = []
+        _sleep_until(boundary_s)
+        before = self._counters()
+        for phase, (_, seconds) in zip(phases, schedule, strict=True):
+            boundary_s += seconds
+            _sleep_until(boundary_s)
+            after = self._counters()
+            readings.append(self._reading(phase, before, after))
+            before = after
+        return readings
+
+    def close(self) -> None:
+        """Stop the deployed cluster (the next `deploy` starts a fresh one)."""
+        if self._cluster is not None:
+            self._cluster.stop_all()
+        self._cluster = self._rest = self._trace = None
+
+    # ---- reading Flink --------------------------------------------------------------------------
+    def _reading(self, phase: Phase, before: _Counters, after: _Counters) -> PhaseReading:
+        span_s = max(after.at_s - before.at_s, 1e-3)
+        vertices = []
+        for _, name, parallelism, key_groups in self._vertices:
+            records = [b - a for a, b in zip(before.records_in[name], after.records_in[name], strict=True)]
+            busy = [b - a for a, b in zip(before.busy_ms[name], after.busy_ms[name], strict=True)]
+            total = sum(records)
+            busyness = sum(busy) / (1000.0 * span_s * parallelism) if parallelism else math.nan
+            shares = tuple(r / total for r in records) if total > 0 else ()
+            vertices.append(VertexReading(name, total / span_s, busyness, parallelism, shares, key_groups))
+        return PhaseReading(
+            injected_rps=phase.rate_rps,
+            achieved_rps=(after.emitted - before.emitted) / span_s,
+            pending_start=before.pending,
+            pending_end=after.pending,
+            vertices=tuple(vertices),
+        )
+
+    def _counters(self) -> _Counters:
+        """Every vertex's counters, the source's from a fetch after this call began (its `clockMs`
+        gauge says when they were read, and that instant is the reading's time)."""
+        requested_ms = time.time() * 1000
+        self._vertex_metrics(self._vertices[0][0])  # starts a fetch (the answer is the previous one)
+        deadline = time.monotonic() + FRESH_TIMEOUT_S
+        while True:
+            time.sleep(FETCH_S)
+            source = self._vertex_metrics(self._vertices[0][0])
+            clock_ms = max((v for k, v in source.items() if k.endswith(".clockMs")), default=math.nan)
+            if clock_ms >= requested_ms or time.monotonic() > deadline:
+                break
+        if not clock_ms >= requested_ms:
+            raise TestbedError(
+                f"Flink's REST API served no metrics newer than {FRESH_TIMEOUT_S:.0f} s (or the job "
+                "reports no clockMs gauge: it is not foresail's load job)"
+            )
+        records_in, records_out, busy_ms = {}, {}, {}
+        for index, (vertex_id, name, parallelism, _) in enumerate(self._vertices):
+            values = source if index == 0 else self._vertex_metrics(vertex_id)
+            records_in[name] = tuple(values.get(f"{i}.numRecordsIn", 0.0) for i in range(parallelism))
+            records_out[name] = sum(values.get(f"{i}.numRecordsOut", 0.0) for i in range(parallelism))
+            busy_ms[name] = tuple(values.get(f"{i}.accumulateBusyTimeMs", 0.0) for i in range(parallelism))
+        parallelism = self._vertices[0][2]
+        emitted = sum(source.get(f"{i}.numRecordsOut", math.nan) for i in range(parallelism))
+        pending = sum(v for k, v in source.items() if k.endswith(".pendingRecords"))
+        if not math.isfinite(emitted):
+            raise TestbedError("Flink reports no numRecordsOut for the source")
+        pending += self._in_flight(emitted, records_in, records_out)
+        return _Counters(clock_ms / 1000, emitted, pending, records_in, records_out, busy_ms)
+
+    def _in_flight(self, emitted: float, records_in: dict, records_out: dict[str, float]) -> float:
+        """Records sent but not yet received on the edges into single-input vertices, in source records
+        (each edge's count × source records per record it carries). Small records fill Flink's network
+        buffers by the thousand: uncounted, a rate above capacity would pass while they fill."""
+        total = 0.0
+        for name, upstream in self._upstream.items():
+            sent = records_out.get(upstream, 0.0)
+            if sent > 0:
+                total += max(0.0, sent - sum(records_in[name])) * emitted / sent
+        return total
+
+    def _vertex_metrics(self, vertex_id: str) -> dict[str, float]:
+        """Every numeric metric of the vertex's subtasks, by Flink's id (`<subtask>.<name>`)."""
+        base = f"/jobs/{self._job_id}/vertices/{vertex_id}/metrics"
+        wanted = (
+            "numRecordsIn",
+            "numRecordsOut",
+            "accumulateBusyTimeMs",
+            "pendingRecords",
+            "traceStartMs",
+            "clockMs",
+        )
+        try:
+            ids = [m["id"] for m in self._get(base) if m["id"].split(".")[-1] in wanted]
+            answer = self._get(base, {"get": ",".join(ids)}) if ids else []
+        except (requests.RequestException, KeyError, TypeError, ValueError) as error:
+            raise TestbedError(f"reading vertex {vertex_id}'s metrics: {error!r:.160}") from error
+        values = {}
+        for metric in answer:
+            try:
+                values[metric["id"]] = float(metric["value"])
+            except (KeyError, TypeError, ValueError):
+                continue
+        return values
+
+    def _trace_start_s(self) -> float | None:
+        source = self._vertices[0][0]
+        values = self._vertex_metrics(source)
+        starts = [v for k, v in values.items() if k.endswith(".traceStartMs") and v > 0]
+        return max(starts) / 1000 if starts else None
+
+    def _await_running(self, slots: int, workdir: Path) -> None:
+        def running() -> bool:
+            status = self._rest.job_status()
+            if status is None or not status.running or status.parallelism != slots:
+                return False
+            graph = self._rest.job_graph()
+            keyed = {e.target_id for e in graph.edges if e.ship_strategy == KEYED}
+            names = {v.vertex_id: v.name for v in graph.vertices}
+            inputs: dict[str, list[str]] = {}
+            for edge in graph.edges:
+                inputs.setdefault(names[edge.target_id], []).append(names[edge.source_id])
+            self._upstream = {v: u[0] for v, u in inputs.items() if len(u) == 1}
+            self._job_id = self._rest.live_job_id() or ""
+            self._vertices = [
+                (v.vertex_id, v.name, v.parallelism, v.max_parallelism if v.vertex_id in keyed else 0)
+                for v in graph.vertices
+            ]
+            return bool(self._job_id)
+
+        self._await(running, workdir, f"the job running at parallelism {slots}")
+
+    def _await(self, condition, workdir: Path, what: str):
+        deadline = time.monotonic() + self.settings.start_timeout_s
+        while time.monotonic() < deadline:
+            if self._cluster.jobmanager() is None:
+                raise TestbedError(f"the JobManager exited; logs in {workdir / 'state'}")
+            try:
+                value = condition()
+            except (requests.RequestException, GraphUnavailable, TestbedError):
+                value = None
+            if value:
+                return value
+            time.sleep(0.5)
+        raise TestbedError(
+            f"timed out after {self.settings.start_timeout_s:.0f} s waiting for {what}; logs in "
+            f"{workdir / 'state'}"
+        )
+
+    def _get(self, path: str, params: dict | None = None):
+        answer = requests.get(f"{self._rest.url}{path}", params=params, timeout=5)
+        answer.raise_for_status()
+        return answer.json()
+
+
+def _sleep_until(wall_s: float) -> None:
+    """The testbed's measurements are wall-clock phases: wait out the rest of one."""
+    remaining = wall_s - time.time()
+    if remaining > 0:
+        time.sleep(remaining)

@@ -1,0 +1,40 @@
+"""backends/standalone.py: the load job's programmed trace and the cluster configuration it writes."""
+
+import time
+
+import yaml
+
+from backends.standalone import TraceFile, cluster_settings, write_conf
+
+
+def _rates(trace: TraceFile) -> list[int]:
+    return [int(line.split("|")[1]) for line in trace.path.read_text().splitlines()]
+
+
+def test_a_programmed_schedule_keeps_the_past_and_starts_on_a_whole_second(tmp_path):
+    trace = TraceFile(tmp_path / "trace.txt", initial_rps=7)
+    trace.anchor(time.time() - 10.2)
+    trace.hold(30, lead_s=0.0)
+    starts_s = trace.program([(100, 3), (5, 2)], lead_s=2.0)
+
+    second = round(starts_s - trace.start_s)
+    assert starts_s - trace.start_s == second and time.time() + 1 <= starts_s <= time.time() + 2
+    rates = _rates(trace)
+    assert rates[:10] == [7] * 10, "seconds already gone are not rewritten"
+    assert rates[second:] == [100, 100, 100, 5, 5], "then each phase for its seconds, the last rate held"
+    assert set(rates[10:second]) == {30}
+
+
+def test_the_written_configuration_keeps_the_shipped_java_options(tmp_path):
+    home = tmp_path / "flink"
+    (home / "conf").mkdir(parents=True)
+    for name in ("log4j-console.properties", "log4j.properties", "logback-console.xml"):
+        (home / "conf" / name).write_text("")
+    (home / "conf" / "config.yaml").write_text("env:\n  java:\n    opts:\n      all: --add-opens=x=ALL\n")
+    settings = cluster_settings(tmp_path / "run", 8081, 9250, 4) | {"scheduler-mode": None, "a.b": "it's"}
+    write_conf(home, tmp_path / "conf", settings)
+
+    written = yaml.safe_load((tmp_path / "conf" / "config.yaml").read_text())
+    assert written["env.java.opts.all"] == "--add-opens=x=ALL"
+    assert written["metrics.reporter.prom.port"] == "9250-9253" and written["a.b"] == "it's"
+    assert "scheduler-mode" not in written and written["rest.port"] == 8081

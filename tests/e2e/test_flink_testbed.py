@@ -1,0 +1,62 @@
+"""The Capacity Estimator on real local Flink (planning/flink_testbed.py): the load job's chain with a sink
+that waits 4 ms per record, so one slot carries 250 records/s by construction whatever the machine's
+load; the estimate must find that, and the per-vertex readings must show the sink as the busy vertex.
+
+The testbed starts its own cluster (its own ports) beside the session's; the job needs little CPU."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from planning.estimator import EstimatorSettings, estimate_mst
+from planning.flink_testbed import FlinkTestbedSettings, LoadJob, LocalFlinkTestbed, TestbedError
+from planning.testbed import Phase
+from tests.e2e.stack import compile_job, flink_home
+
+SINK_WAIT_US = 4000
+SINK_CAPACITY_RPS = 1e6 / SINK_WAIT_US
+QUICK = EstimatorSettings(warmup_s=10, cooldown_s=3, ramp_s=4, observe_s=10, sensitivity=0.03, max_tests=8)
+
+
+@pytest.fixture(scope="module")
+def testbed(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("flink-testbed")
+    home = flink_home()
+    compile_job(home, workdir / "build")
+    job = LoadJob(args=("--topology", "chain", "--sink-wait-us", str(SINK_WAIT_US), "--work", "20000"))
+    bed = LocalFlinkTestbed(FlinkTestbedSettings(home, workdir, 4 * SINK_CAPACITY_RPS, job))
+    yield bed
+    bed.close()
+
+
+def test_the_estimate_finds_the_sink_bound_capacity_of_one_slot(testbed):
+    estimate = estimate_mst(testbed, 1, 64.0, QUICK)
+
+    assert estimate.mst_rps == pytest.approx(SINK_CAPACITY_RPS, rel=0.10)
+    assert any(not t.passed for t in estimate.tests), "the search must have seen a failing rate"
+    failed = min(t.rate_rps for t in estimate.tests if not t.passed)
+    assert failed > estimate.mst_rps
+    vertices = {v.name: v for v in estimate.final.vertices}
+    assert list(vertices) == ["Source: trace", "parse", "burn", "store: Writer"]
+    store, burn = vertices["store: Writer"], vertices["burn"]
+    assert store.busyness > 0.8 > burn.busyness, "the waiting sink, not the burn, is the busy vertex"
+    assert store.true_rate_rps == pytest.approx(SINK_CAPACITY_RPS, rel=0.15)
+    assert burn.key_groups == 128 and store.key_groups == 0, "keyed vertices are told apart by their edge"
+    assert math.isnan(vertices["Source: trace"].busyness) or vertices["Source: trace"].busyness >= 0
+
+
+def test_a_rate_above_capacity_shows_as_pending_records_and_a_short_source(testbed):
+    testbed.deploy(1, 64.0)
+    calm, overload = testbed.run([Phase(0.5 * SINK_CAPACITY_RPS, 8), Phase(2 * SINK_CAPACITY_RPS, 10)])
+
+    assert calm.achieved_rps == pytest.approx(0.5 * SINK_CAPACITY_RPS, rel=0.1)
+    assert overload.achieved_rps < 0.75 * overload.injected_rps
+    assert overload.pending_end - overload.pending_start > 0.5 * SINK_CAPACITY_RPS * 10 * 0.5
+
+
+def test_running_before_deploying_is_one_clear_error(tmp_path):
+    bed = LocalFlinkTestbed(FlinkTestbedSettings(flink_home(), tmp_path, 100.0))
+    with pytest.raises(TestbedError, match="deploy a configuration"):
+        bed.run([Phase(10, 1)])
