@@ -125,7 +125,7 @@ def _plan(args: argparse.Namespace) -> int:
     from daemon.plan_output import seed_knowledge, write_deployment, write_plan, write_plot
     from planning.estimator import EstimatorSettings
     from planning.explorer import ExplorerSettings
-    from planning.flink_testbed import TestbedError
+    from planning.flink_testbed import FlinkTestbedError
     from planning.plan import PlanError, make_plan
 
     problem = _plan_argument_problem(args)
@@ -154,7 +154,7 @@ def _plan(args: argparse.Namespace) -> int:
         plan = make_plan(
             testbed, args.target_rate, explorer, estimator, max_slots=max_slots, progress=_progress
         )
-    except (PlanError, TestbedError) as error:
+    except (PlanError, FlinkTestbedError) as error:
         return _fail(str(error), EXIT_FAILURE)
     finally:
         getattr(testbed, "close", lambda: None)()

@@ -60,7 +60,7 @@ SMALL_BUFFERS_CONF = {
 }
 
 
-class TestbedError(RuntimeError):
+class FlinkTestbedError(RuntimeError):
     """The testbed could not deploy or read the job (the message says what and where its logs are)."""
 
 
@@ -123,7 +123,7 @@ class LocalFlinkTestbed:
         self.close()
         s = self.settings
         if not (s.flink_home / "usrlib").is_dir():
-            raise TestbedError(f"no usrlib/ in {s.flink_home}: build the load job into it first")
+            raise FlinkTestbedError(f"no usrlib/ in {s.flink_home}: build the load job into it first")
         self._deployments += 1
         workdir = s.workdir / f"deployment-{self._deployments}-{slots}x{memory_mb:g}mb"
         rest_port = free_port()
@@ -138,13 +138,13 @@ class LocalFlinkTestbed:
         try:
             cluster.scale_to(slots)
         except TaskManagersFailed as error:
-            raise TestbedError(str(error)) from error
+            raise FlinkTestbedError(str(error)) from error
         self._await_running(slots, workdir)
         self._trace.anchor(self._await(self._trace_start_s, workdir, "the load job's trace clock"))
 
     def run(self, phases: list[Phase]) -> list[PhaseReading]:
         if self._trace is None:
-            raise TestbedError("deploy a configuration before running phases")
+            raise FlinkTestbedError("deploy a configuration before running phases")
         schedule = [(round(p.rate_rps), max(1, round(p.duration_s))) for p in phases]
         boundary_s = self._trace.program(schedule, LEAD_S)  # the last rate holds until the next run
         readings = []
@@ -196,7 +196,7 @@ class LocalFlinkTestbed:
             if clock_ms >= requested_ms or time.monotonic() > deadline:
                 break
         if not clock_ms >= requested_ms:
-            raise TestbedError(
+            raise FlinkTestbedError(
                 f"Flink's REST API served no metrics newer than {FRESH_TIMEOUT_S:.0f} s (or the job "
                 "reports no clockMs gauge: it is not foresail's load job)"
             )
@@ -210,7 +210,7 @@ class LocalFlinkTestbed:
         emitted = sum(source.get(f"{i}.numRecordsOut", math.nan) for i in range(parallelism))
         pending = sum(v for k, v in source.items() if k.endswith(".pendingRecords"))
         if not math.isfinite(emitted):
-            raise TestbedError("Flink reports no numRecordsOut for the source")
+            raise FlinkTestbedError("Flink reports no numRecordsOut for the source")
         pending += self._in_flight(emitted, records_in, records_out)
         return _Counters(clock_ms / 1000, emitted, pending, records_in, records_out, busy_ms)
 
@@ -240,7 +240,7 @@ class LocalFlinkTestbed:
             ids = [m["id"] for m in self._get(base) if m["id"].split(".")[-1] in wanted]
             answer = self._get(base, {"get": ",".join(ids)}) if ids else []
         except (requests.RequestException, KeyError, TypeError, ValueError) as error:
-            raise TestbedError(f"reading vertex {vertex_id}'s metrics: {error!r:.160}") from error
+            raise FlinkTestbedError(f"reading vertex {vertex_id}'s metrics: {error!r:.160}") from error
         values = {}
         for metric in answer:
             try:
@@ -280,15 +280,15 @@ class LocalFlinkTestbed:
         deadline = time.monotonic() + self.settings.start_timeout_s
         while time.monotonic() < deadline:
             if self._cluster.jobmanager() is None:
-                raise TestbedError(f"the JobManager exited; logs in {workdir / 'state'}")
+                raise FlinkTestbedError(f"the JobManager exited; logs in {workdir / 'state'}")
             try:
                 value = condition()
-            except (requests.RequestException, GraphUnavailable, TestbedError):
+            except (requests.RequestException, GraphUnavailable, FlinkTestbedError):
                 value = None
             if value:
                 return value
             time.sleep(0.5)
-        raise TestbedError(
+        raise FlinkTestbedError(
             f"timed out after {self.settings.start_timeout_s:.0f} s waiting for {what}; logs in "
             f"{workdir / 'state'}"
         )
