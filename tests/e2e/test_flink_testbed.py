@@ -52,7 +52,8 @@ def test_a_rate_above_capacity_shows_as_growing_pending_records_and_fails_the_te
     calm, overload = testbed.run([Phase(0.5 * SINK_CAPACITY_RPS, 8), Phase(2 * SINK_CAPACITY_RPS, 10)])
 
     assert calm.achieved_rps == pytest.approx(0.5 * SINK_CAPACITY_RPS, rel=0.1)
-    assert calm.pending_end - calm.pending_start < 0.1 * SINK_CAPACITY_RPS
+    # a read lands a fraction of a second after the boundary: the next phase's first records may count
+    assert calm.pending_end - calm.pending_start < SINK_CAPACITY_RPS
     # the source may still emit the whole rate into network buffers: those records count as pending
     excess = (overload.injected_rps - SINK_CAPACITY_RPS) * 10
     assert overload.pending_end - overload.pending_start > 0.5 * excess
