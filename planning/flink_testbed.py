@@ -206,15 +206,16 @@ class LocalFlinkTestbed:
             records_in[name] = tuple(values.get(f"{i}.numRecordsIn", 0.0) for i in range(parallelism))
             records_out[name] = sum(values.get(f"{i}.numRecordsOut", 0.0) for i in range(parallelism))
             busy_ms[name] = tuple(values.get(f"{i}.accumulateBusyTimeMs", 0.0) for i in range(parallelism))
-        parallelism = self._vertices[0][2]
-        emitted = sum(source.get(f"{i}.numRecordsOut", math.nan) for i in range(parallelism))
-        pending = sum(v for k, v in source.items() if k.endswith(".pendingRecords"))
-        if not math.isfinite(emitted):
+        if "0.numRecordsOut" not in source:
             raise FlinkTestbedError("Flink reports no numRecordsOut for the source")
+        emitted = records_out[self._vertices[0][1]]
+        pending = sum(v for k, v in source.items() if k.endswith(".pendingRecords"))
         pending += self._in_flight(emitted, records_in, records_out)
         return _Counters(clock_ms / 1000, emitted, pending, records_in, records_out, busy_ms)
 
-    def _in_flight(self, emitted: float, records_in: dict, records_out: dict[str, float]) -> float:
+    def _in_flight(
+        self, emitted: float, records_in: dict[str, tuple[float, ...]], records_out: dict[str, float]
+    ) -> float:
         """Records sent but not yet received on the edges into single-input vertices, in source records
         (each edge's count × source records per record it carries). Small records fill Flink's network
         buffers by the thousand: uncounted, a rate above capacity would pass while they fill."""
