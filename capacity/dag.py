@@ -33,7 +33,12 @@ Input fractions: each vertex's selectivity (records out / in, decayed sums) give
 (records per source record) by DS2's walk (Eq. 7–8) from the sources; each subtask's share of its vertex's
 input is even for a rebalanced input and follows the key groups for a keyed one, whose per-key-group load
 is estimated from the observed subtask loads (Flink assigns contiguous key-group ranges:
-KeyGroupRangeAssignment), so the share of any parallelism can be computed, skew included.
+KeyGroupRangeAssignment), so the share of any parallelism can be computed, skew included. One parallelism
+only tells a subtask's total, so its groups get even parts of it; every other parallelism seen cuts the
+ranges elsewhere, and the loads that fit all of them at once (non-negative least squares, the even
+parts as a weak prior among equal fits) find a hot key group within a few groups: with the total spread
+over the range that held it at the last parallelism, the hot subtask of a higher, unseen parallelism
+looked a third lighter than it is (the twin's hot-key job, twelve parallelisms seen).
 
 A vertex at parallelism n carries the source rate min_i rate_i / (a_v · share_i): the hottest subtask
 saturates first. In reactive mode every vertex runs at the job's scale-out, so the job's capacity is the
@@ -47,6 +52,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.optimize import nnls
 
 from capacity.regression import RegressionStats
 from capacity.rows import RowGroups, stacked
@@ -185,6 +191,35 @@ def _subtask_window(series: SubtaskSeries, records: np.ndarray, from_s: float) -
     )
 
 
+def key_group_loads(groups: int, shares_seen: dict[int, np.ndarray], latest: int) -> np.ndarray:
+    """Per key group, its share of the records: the non-negative loads whose sums over every seen
+    parallelism's ranges match that parallelism's subtask shares, and among loads that fit equally, the
+    closest to the latest parallelism's even parts (a weak prior)."""
+    owner = key_group_owner(groups, latest)
+    prior = (shares_seen[latest] / np.maximum(np.bincount(owner, minlength=latest), 1))[owner]
+    usable = {p: s for p, s in shares_seen.items() if p <= groups}
+    if len(usable) < 2:
+        return prior
+    rows = [key_group_owner(groups, p)[None, :] == np.arange(p)[:, None] for p in usable]
+    matrix = np.vstack([*rows, _PRIOR_WEIGHT * np.eye(groups)])
+    target = np.concatenate([*usable.values(), _PRIOR_WEIGHT * prior])
+    loads, _ = nnls(matrix.astype(float), target)
+    total = loads.sum()
+    return loads / total if total > 0 else prior
+
+
+_MIN_USEFUL_SHARE = 0.2
+"""Share of a subtask's busy time that must be beyond the overhead for records / busy to tell its rate."""
+
+_MIN_RATIO_BUSY = 0.05
+"""Busy share beyond the overhead below which records / busy is a weak rate (an overhead not yet known
+from a determined line can be most of it): used only for a vertex with no better one anywhere."""
+
+_PRIOR_WEIGHT = 0.05
+"""Weight of the even parts against the observed shares in `key_group_loads` (a share is ~1/p, a group's
+part ~1/groups: the prior only decides among loads the shares cannot tell apart)."""
+
+
 def key_group_owner(max_parallelism: int, parallelism: int) -> np.ndarray:
     """Subtask of each key group (Flink's KeyGroupRangeAssignment: keyGroup · parallelism / maxParallelism)."""
     return np.arange(max_parallelism) * parallelism // max_parallelism
@@ -198,6 +233,8 @@ class _VertexKnowledge:
     records_out: float = 0.0
     key_loads: np.ndarray | None = None
     """Per key group, the estimated share of the vertex's records (keyed vertices)."""
+    shares_seen: dict[int, np.ndarray] = field(default_factory=dict)
+    """Per parallelism seen, the subtasks' smoothed shares of the vertex's records (keyed vertices)."""
 
 
 @dataclass
@@ -213,11 +250,11 @@ class DagModel:
     vertices: dict[str, _VertexKnowledge] = field(default_factory=dict)
     configuration: str = ""
     _tables: dict[str, dict[int, np.ndarray]] | None = field(default=None, repr=False, compare=False)
-    _curves: dict[tuple, tuple[np.ndarray, list[str]]] = field(
+    _curves: dict[tuple, tuple[np.ndarray, list[str], np.ndarray]] = field(
         default_factory=dict, repr=False, compare=False
     )
-    """Per (vertex, input ratio, split), capacities at parallelism 1..p as computed from the current rates;
-    emptied whenever the rates, key loads or configuration change."""
+    """Per (vertex, input ratio, split), capacities at parallelism 1..p and every subtask's limit as computed
+    from the current rates; emptied whenever the rates, key loads or configuration change."""
 
     # ---- learning -------------------------------------------------------------------------------
     def use_configuration(self, configuration: str) -> None:
@@ -297,45 +334,71 @@ class DagModel:
     def _learn_key_loads(
         self, known: _VertexKnowledge, windows: list[SubtaskWindow], parallelism: int
     ) -> None:
-        """Spread each subtask's share of the records evenly over its key groups (all we can tell apart)."""
-        owner = key_group_owner(known.max_parallelism, parallelism)
-        groups_per_subtask = np.bincount(owner, minlength=parallelism)
+        """Update this parallelism's subtask shares, then the key-group loads that fit every parallelism."""
         loads = np.zeros(parallelism)
         for w in windows:
             loads[w.subtask_index] = w.records_in_rps
-        per_group = (loads / loads.sum() / np.maximum(groups_per_subtask, 1))[owner]
-        if known.key_loads is None or len(known.key_loads) != len(per_group):
-            known.key_loads = per_group
-        else:
+        share = loads / loads.sum()
+        seen = known.shares_seen.get(parallelism)
+        if seen is not None and len(seen) == parallelism:
             alpha = self.settings.key_load_smoothing
-            known.key_loads = (1 - alpha) * known.key_loads + alpha * per_group
+            share = (1 - alpha) * seen + alpha * share
+        known.shares_seen[parallelism] = share
+        known.key_loads = key_group_loads(known.max_parallelism, known.shares_seen, parallelism)
 
     # ---- estimating -----------------------------------------------------------------------------
     def subtask_rate_rps(self, vertex_id: str, parallelism: int, index: int) -> float:
         """Records/s the subtask processes when busy all the time; NaN when unknown."""
-        return self._rate_of((self._rid(vertex_id), parallelism, index))
+        rid = self._rid(vertex_id)
+        return self._rate_of((rid, parallelism, index), self._overheads().get(rid, 0.0))[0]
 
-    def _rate_of(self, key: tuple[str, int, int]) -> float:
+    def _rate_of(self, key: tuple[str, int, int], overhead: float = 0.0) -> tuple[float, bool]:
+        """The subtask's rate at busy 1 and whether it is a strong one: its line's value there, else its
+        records per busy second beyond the vertex's `overhead`; weak where too little of the busy time is
+        beyond it to tell (a light load: the plain ratio, which under-states the rate)."""
         if key in self.saturated:
-            return self.saturated[key]
+            return self.saturated[key], True
         stats = self.rates.get(key)
         if stats is None or stats.n == 0 or stats.mean_y <= 0:
-            return math.nan
+            return math.nan, False
+        slope = self._determined_slope(stats)
+        if slope > 0:
+            return stats.mean_y + slope * (1.0 - stats.mean_x), True
+        useful = stats.mean_x - overhead
+        if useful > _MIN_USEFUL_SHARE * stats.mean_x and useful >= _MIN_RATIO_BUSY:
+            return stats.mean_y * (1.0 - overhead) / useful, True
+        return (stats.mean_y / stats.mean_x if stats.mean_x > 0 else math.nan), False
+
+    def _determined_slope(self, stats: RegressionStats) -> float:
+        """Records per busy second of a line its own data determine; NaN otherwise."""
         s = self.settings
         if stats.n >= s.min_points and stats.var_x >= s.min_busy_std**2 and stats.slope_t >= s.min_slope_t:
-            slope = stats.reverse_slope
+            return stats.reverse_slope
+        return math.nan
+
+    def _overheads(self) -> dict[str, float]:
+        """Per vertex (rates key), the busy share its subtasks spend without records (timers, watermarks):
+        the median busy at no records of its determined lines, 0 until one is. Without it a light load's
+        records / busy under-states the rate many times over (5 ms of overhead beside 1 ms of records)."""
+        at_zero: dict[str, list[float]] = {}
+        for (rid, _, _), stats in self.rates.items():
+            slope = self._determined_slope(stats)
+            at_zero.setdefault(rid, [])
             if slope > 0:
-                return stats.mean_y + slope * (1.0 - stats.mean_x)
-        return stats.mean_y / stats.mean_x if stats.mean_x > 0 else math.nan
+                at_zero[rid].append(min(max(stats.mean_x - stats.mean_y / slope, 0.0), 0.5))
+        return {rid: float(np.median(v)) if v else 0.0 for rid, v in at_zero.items()}
 
     def _rate_table(self, vertex_id: str) -> dict[int, np.ndarray]:
         """Per observed parallelism, the vertex's per-subtask rates (NaN unknown); rebuilt after learning."""
         if self._tables is None:
             tables: dict[str, dict[int, np.ndarray]] = {}
-            for rid, p, i in self.rates:
+            overheads = self._overheads()
+            rates = {key: self._rate_of(key, overheads[key[0]]) for key in self.rates}
+            strong = {rid for (rid, _, _), (rate, sure) in rates.items() if sure and math.isfinite(rate)}
+            for (rid, p, i), (rate, sure) in rates.items():
                 row = tables.setdefault(rid, {}).setdefault(p, np.full(p, np.nan))
-                if i < p:
-                    row[i] = self._rate_of((rid, p, i))
+                if i < p and (sure or rid not in strong):  # a weak rate only where nothing better is known
+                    row[i] = rate
             self._tables = tables
         return self._tables.get(self._rid(vertex_id), {})
 
@@ -394,27 +457,41 @@ class DagModel:
     ) -> tuple[np.ndarray, list[str]]:
         """The vertex's capacity at every parallelism 1..top (index p − 1) and where each comes from, over a
         matrix of every parallelism's rates and shares; cached until the next learning."""
+        capacities, kinds, _ = self._limits(graph, vertex_id, input_ratio, top)
+        return capacities, kinds
+
+    def busy_per_source_record(
+        self, graph: JobGraph, vertex_id: str, input_ratio: float, top: int
+    ) -> np.ndarray:
+        """Row p − 1: the busy seconds each subtask spends per source record at parallelism p, beyond its
+        fixed overhead (1 / its limit; 0 where it gets no input or its rate is unknown)."""
+        return 1.0 / self._limits(graph, vertex_id, input_ratio, top)[2]
+
+    def _limits(
+        self, graph: JobGraph, vertex_id: str, input_ratio: float, top: int
+    ) -> tuple[np.ndarray, list[str], np.ndarray]:
+        """Capacities and kinds of `capacity_curve`, and row p − 1: each subtask's source-rate limit at p."""
         split = _split_of(graph, vertex_id)
         key = (vertex_id, input_ratio, split)
         cached = self._curves.get(key)
         if cached is not None and len(cached[0]) >= top:
-            return cached[0][:top], cached[1][:top]
+            return cached[0][:top], cached[1][:top], cached[2][:top, :top]
         if math.isnan(input_ratio) or input_ratio <= 0:
             kind = "unknown" if math.isnan(input_ratio) else "no-input"
-            return np.full(top, math.inf), [kind] * top
+            return np.full(top, math.inf), [kind] * top, np.full((top, top), math.inf)
         rates, kinds = np.full((top, top), np.nan), []
         extrapolation = _Extrapolation(self, graph, vertex_id)
         for p in range(1, top + 1):
             rates[p - 1, :p], kind = extrapolation.rates(p)
             kinds.append(kind)
         if kinds[0] == "unknown":
-            return np.full(top, math.inf), kinds
+            return np.full(top, math.inf), kinds, np.full((top, top), math.inf)
         load = input_ratio * self._share_matrix(vertex_id, split, top)
         with np.errstate(divide="ignore", invalid="ignore"):
-            limits = np.where(load > 0, rates / load, math.inf)
-        capacities = np.where(np.isfinite(rates), limits, math.inf).min(axis=1)
-        self._curves[key] = (capacities, kinds)
-        return capacities, kinds
+            limits = np.where((load > 0) & np.isfinite(rates), rates / load, math.inf)
+        capacities = limits.min(axis=1)
+        self._curves[key] = (capacities, kinds, limits)
+        return capacities, kinds, limits
 
     def _share_matrix(self, vertex_id: str, split: str, top: int) -> np.ndarray:
         """Row p − 1: the shares at parallelism p, padded with 0 to `top` columns."""
@@ -515,6 +592,7 @@ class DagModel:
                     "records_in": k.records_in,
                     "records_out": k.records_out,
                     "key_loads": None if k.key_loads is None else k.key_loads.tolist(),
+                    "shares_seen": {str(p): v.tolist() for p, v in k.shares_seen.items()},
                 }
                 for vid, k in self.vertices.items()
             },
@@ -537,6 +615,7 @@ class DagModel:
                 float(known.get("records_in", 0.0)),
                 float(known.get("records_out", 0.0)),
                 None if loads is None else np.array(loads, dtype=float),
+                {int(p): np.array(v, dtype=float) for p, v in known.get("shares_seen", {}).items()},
             )
         return model
 

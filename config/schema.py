@@ -312,9 +312,10 @@ class ForecastConfig(Section):
 class CapacityConfig(Section):
     model: Literal["dag", "job"] = Field(
         "dag",
-        description="dag: where Flink's per-vertex task metrics exist, each scale-out's capacity is also "
-        "bounded by the vertices' true processing rates (DS2), and the bottleneck vertex is named; job: the "
-        "per-worker CPU lines alone.",
+        description="dag: where Flink's per-vertex task metrics exist, each scale-out's capacity is the "
+        "smaller of the vertices' true processing rates (DS2) and each TaskManager's core (its subtasks' busy "
+        "time at the CPU a busy second costs), and the bottleneck vertex is named; job: the per-worker CPU "
+        "lines alone.",
     )
     saturation_cpu: float = Field(
         0.95,

@@ -133,8 +133,8 @@ def _add_model_arguments(command: argparse.ArgumentParser) -> None:
         "--capacity-model",
         choices=("dag", "job"),
         default=None,
-        help="dag: per-vertex true rates bound the CPU lines where task metrics exist; job: CPU lines only "
-        "(default: capacity.model)",
+        help="dag: per-vertex true rates and each TaskManager's core from busy time, where task metrics "
+        "exist; job: per-worker CPU lines only (default: capacity.model)",
     )
     command.add_argument(
         "--granularity",

@@ -85,15 +85,16 @@ class Analyzer:
             estimate = extension.refine_estimate(knowledge, windows, current, estimate)
         capacities_rps, capacity_sources = estimate.per_scaleout_rps, estimate.sources
         if self.capacity_model == "dag":
-            hottest_cpu = max((w.cpu_mean for w in windows), default=math.nan)
             view = analyse_vertices(
                 observation,
                 knowledge.dag,
+                knowledge.cores,
                 capacities_rps,
                 capacity_sources,
                 current,
                 self.max_scaleout,
-                hottest_cpu,
+                {w.worker_id: w.cpu_mean for w in windows},
+                saturated or bool(implausible),
             )
         else:
             view = job_level_only(capacities_rps, capacity_sources, "capacity.model: job")

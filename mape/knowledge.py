@@ -31,6 +31,7 @@ from typing import Any
 
 import structlog
 
+from capacity.cores import CoreModel, CoreSettings
 from capacity.dag import DagModel, DagSettings
 from capacity.model import CapacityModel, CapacitySettings
 from forecasting.online import ModelSource, WorkloadForecaster
@@ -44,7 +45,17 @@ from recovery.tracker import ObservedRecovery
 
 RECENT_DECISIONS = 100
 MODEL_BLOB = "forecaster_model"
-CORE_STATE = ("capacity", "dag", "forecaster", "downtime", "recovery", "plausibility", "loop", "rescales")
+CORE_STATE = (
+    "capacity",
+    "dag",
+    "cores",
+    "forecaster",
+    "downtime",
+    "recovery",
+    "plausibility",
+    "loop",
+    "rescales",
+)
 RECENT_RESCALES = 50
 """The core's keys in the saved state; an extension's state is saved under its name beside them."""
 
@@ -62,6 +73,7 @@ class KnowledgeSettings:
 
     capacity: CapacitySettings = field(default_factory=CapacitySettings)
     dag: DagSettings = field(default_factory=DagSettings)
+    cores: CoreSettings = field(default_factory=CoreSettings)
     forecast: ForecastSettings = field(default_factory=ForecastSettings)
     downtime_out_s: float = 30.0
     downtime_in_s: float = 15.0
@@ -89,6 +101,8 @@ class Knowledge:
     capacity: CapacityModel = field(default_factory=CapacityModel)
     dag: DagModel = field(default_factory=DagModel)
     """Per-vertex true rates, selectivities and key-group loads (the job graph's capacity)."""
+    cores: CoreModel = field(default_factory=CoreModel)
+    """CPU per busy second: each TaskManager's core as a limit of the job graph."""
     forecaster: WorkloadForecaster = field(default_factory=lambda: WorkloadForecaster(ForecastSettings()))
     downtime: DowntimeModel = field(default_factory=DowntimeModel)
     recovery: RecoveryMonitor = field(default_factory=RecoveryMonitor)
@@ -122,6 +136,7 @@ class Knowledge:
         knowledge = cls(
             capacity=CapacityModel.from_dict(state.get("capacity", {}), settings.capacity),
             dag=DagModel.from_dict(state.get("dag", {}), settings.dag),
+            cores=CoreModel.from_dict(state.get("cores", {}), settings.cores),
             forecaster=(
                 WorkloadForecaster.from_state(
                     forecaster_state,
@@ -162,6 +177,7 @@ class Knowledge:
         state: dict[str, Any] = {
             "capacity": self.capacity.to_dict(),
             "dag": self.dag.to_dict(),
+            "cores": self.cores.to_dict(),
             "downtime": self.downtime.to_dict(),
             "recovery": self.recovery.to_dict(),
             "plausibility": self.plausibility.to_dict(),

@@ -1,13 +1,15 @@
-"""Per-vertex analysis beside the job-level CPU lines, and which of the two bounds the job.
+"""Per-vertex analysis beside the job-level CPU lines, and which limit binds the job.
 
 Two limits hold at once in reactive mode: no subtask can be busy more than 1,000 ms per second (a vertex's
-true rate, capacity/dag.py), and a TaskManager's subtasks share its CPU (the per-worker CPU lines,
-capacity/model.py). Each model over-promises where the other binds: CPU lines over-promise for a vertex
-that waits rather than computes (a sink bound by an external store: busy all the time at low CPU), true
+true rate, capacity/dag.py), and a TaskManager's subtasks share its core (capacity/cores.py: the busy time
+the subtasks add up on it, at the CPU a busy second costs). Each over-promises where the other binds: true
 rates over-promise when several vertices' work adds up on one core (every vertex far from busy, the core
-saturated). So the capacity at every scale-out is the smaller of the two, and the Assessment says which
-one binds at the current scale-out and why. Without per-vertex metrics (or with `capacity.model: job`)
-the job-level model stands alone, and the audit event says so.
+saturated), the core over-promises for a vertex that waits rather than computes (a sink bound by an
+external store: busy all the time at low CPU). So the capacity at every scale-out is the smaller of the
+two, and the Assessment says which binds at the current scale-out and why. The per-worker CPU lines
+(capacity/model.py) stand in for the cores until the rates of every vertex that reports busy time are
+known; without per-vertex metrics (or with `capacity.model: job`) they stand alone, and the audit event
+says so.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from capacity.cores import CoreLimit, CoreModel, taskmanager_busy
 from capacity.dag import DagModel, subtask_windows
 from messages.types import Observation, VertexAssessment
 
@@ -38,13 +41,17 @@ def job_level_only(capacities_rps: dict[int, float], sources: dict[int, str], re
 def analyse_vertices(
     observation: Observation,
     model: DagModel,
+    cores: CoreModel,
     job_capacities_rps: dict[int, float],
     job_sources: dict[int, str],
     current: int,
     max_scaleout: int,
-    hottest_cpu: float,
+    worker_cpu: dict[str, float],
+    saturated: bool,
 ) -> VertexView:
-    """Learn from the window's task metrics and bound each scale-out's capacity by both models."""
+    """Learn from the window's task metrics and CPU, and bound each scale-out's capacity by both limits
+    (`worker_cpu`: each TaskManager's mean CPU this window; a `saturated` job teaches the cores nothing:
+    its busy time may include waiting for the core)."""
     graph = observation.job_graph
     if graph is None or not observation.subtasks:
         return job_level_only(job_capacities_rps, job_sources, "no per-vertex metrics: job-level model")
@@ -61,46 +68,68 @@ def analyse_vertices(
     model.use_configuration(f"{managed_mb:.0f}mb" if known else "")
     model.learn(graph, windows)
     estimate = model.estimate(graph, windows, current, max_scaleout)
+    busy = taskmanager_busy(windows)
+    if not saturated:
+        cores.learn(busy, worker_cpu)
+    reactive = all(v.parallelism == current for v in graph.vertices if v.max_parallelism >= current)
+    # per-vertex parallelism (issue 13's path) sizes its slots' cores itself (mape/vertex_knowledge.py)
+    core = cores.limit(model, graph, windows, busy, current, max_scaleout) if reactive else CoreLimit({})
     capacities, sources = dict(job_capacities_rps), dict(job_sources)
-    for n, dag_rps in estimate.per_scaleout_rps.items():
-        if not dag_rps <= capacities.get(n, math.inf):
+    for n in range(1, max_scaleout + 1):
+        vertex_rps = estimate.per_scaleout_rps.get(n, math.inf)
+        job_rps = job_capacities_rps.get(n, math.inf)
+        bound = min(vertex_rps, core.per_scaleout_rps.get(n, job_rps))  # the cores stand in for the lines
+        if not math.isfinite(bound) or bound == job_rps:
             continue
         if job_sources.get(n) == "cache-curve" and n != current:
             continue  # a cache reader's unseen scale-outs follow the cache curve, not today's rates
-        capacities[n] = dag_rps
-        sources[n] = estimate.sources[n] if n in job_sources else "extrapolated"
+        capacities[n] = bound
+        sources[n] = estimate.sources.get(n, "extrapolated") if n in job_sources else "extrapolated"
     dag_now = estimate.per_scaleout_rps.get(current, math.inf)
     job_now = job_capacities_rps.get(current, math.inf)
+    core_now = core.per_scaleout_rps.get(current, math.nan)
     busiest = max(
         (v for v in estimate.vertices if math.isfinite(v.utilization)),
         key=lambda v: v.utilization,
         default=None,
     )
+    busiest_text = (
+        f"busiest vertex {busiest.name} at {_pct(busiest.utilization)}" if busiest else "no busy time"
+    )
+    shared = (busiest.name if busiest else None, "the vertices share each TaskManager's core")
+    if math.isfinite(core_now) and core_now < dag_now:
+        reason = (
+            f"cores bind: TaskManager {core.taskmanager}'s subtasks are busy {core.busy:.2f} s per second; "
+            f"at {core.cpu_per_busy:.2f} CPU per busy second over an idle {core.idle_cpu:.2f} its core "
+            f"saturates at {core_now:.0f} rps, below the true rates' {dag_now:.0f} rps ({busiest_text}): "
+            f"{shared[1]}"
+        )
+        return VertexView(capacities, sources, "cores", reason, shared[0], estimate.vertices)
     if not math.isfinite(dag_now) and not math.isfinite(job_now):
         return VertexView(
             capacities, sources, "job", "per-vertex rates not learned yet", None, estimate.vertices
         )
-    if dag_now <= job_now:  # a tie (a saturated job measured by both): the vertex view says more
-        bottleneck = next(v for v in estimate.vertices if v.name == estimate.bottleneck)
+    if dag_now <= job_now or math.isfinite(core_now):  # a tie (a saturated job measured by both): the
+        bottleneck = next(v for v in estimate.vertices if v.name == estimate.bottleneck)  # vertex says more
         reason = (
             f"true rates bind: {bottleneck.name} carries {dag_now:.0f} rps at busy "
-            f"{_pct(bottleneck.utilization)} while the hottest CPU is {_pct(hottest_cpu)}"
-            + (
-                f"; CPU lines over-promise ({job_now:.0f} rps): the vertex waits more than it computes"
-                if math.isfinite(job_now)
-                else ""
-            )
+            f"{_pct(bottleneck.utilization)} while the hottest CPU is "
+            f"{_pct(max(worker_cpu.values(), default=math.nan))}"
         )
+        beyond = [
+            f"{name} would carry {rps:.0f} rps"
+            for name, rps in (("the cores", core_now), ("the CPU lines", job_now))
+            if math.isfinite(rps) and rps > dag_now
+        ]
+        if beyond:
+            reason += f"; {' and '.join(beyond)}: the vertex waits more than it computes"
         return VertexView(capacities, sources, "dag", reason, bottleneck.name, estimate.vertices)
     reason = (
-        f"CPU lines bind: {job_now:.0f} rps at CPU {_pct(hottest_cpu)}, below the true rates' "
-        f"{dag_now:.0f} rps (busiest vertex "
-        f"{busiest.name if busiest else '?'} at {_pct(busiest.utilization if busiest else math.nan)}): "
-        "the vertices share each TaskManager's core"
+        f"CPU lines bind: {job_now:.0f} rps at CPU {_pct(max(worker_cpu.values(), default=math.nan))}, "
+        f"below the true rates' {dag_now:.0f} rps ({busiest_text}; the cores' CPU per busy second is not "
+        f"known yet): {shared[1]}"
     )
-    return VertexView(
-        capacities, sources, "job", reason, busiest.name if busiest else None, estimate.vertices
-    )
+    return VertexView(capacities, sources, "job", reason, shared[0], estimate.vertices)
 
 
 def with_needed_parallelism(

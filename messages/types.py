@@ -304,12 +304,12 @@ class Assessment:
     memory: MemoryAssessment | None = None
     """Memory levels and state signals; None when the analysis is not memory-aware."""
     capacity_model: str = "job"
-    """Which model bounds the capacity at the current scale-out: 'job' (per-worker CPU lines) or 'dag'
-    (per-vertex true rates)."""
+    """What bounds the capacity at the current scale-out: 'dag' (a vertex's true rate), 'cores' (a
+    TaskManager's core, from its subtasks' busy time) or 'job' (the per-worker CPU lines)."""
     capacity_model_reason: str = ""
     bottleneck_vertex: str | None = None
     """The vertex that limits the job at the current scale-out: the one whose hottest subtask saturates
-    first, or, when a TaskManager's core binds first (`capacity_model` 'job'), the busiest vertex on it;
+    first, or, when a TaskManager's core binds first (`capacity_model` 'cores' or 'job'), the busiest vertex;
     None without per-vertex metrics."""
     vertices: tuple[VertexAssessment, ...] = ()
     forecast_upper_rps: np.ndarray | None = None

@@ -61,6 +61,7 @@ class VertexScorer:
             "bottleneck_vertex": _mode(self.bottlenecks),
             "true_bottleneck_vertex": _mode(self.true_bottlenecks),
             "capacity_model_dag_share": round(self.models["dag"] / loops, 4) if loops else None,
+            "capacity_model_cores_share": round(self.models["cores"] / loops, 4) if loops else None,
             "skew_imbalance_max": round(max(self.imbalance_max.values()), 4) if self.imbalance_max else None,
             "skew_named_vertices": sorted(self.skew_named),
             "vertices": [

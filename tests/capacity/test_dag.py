@@ -64,6 +64,26 @@ def test_without_busy_spread_the_rate_is_records_per_busy_second():
     assert model.subtask_rate_rps("v0", 1, 0) == pytest.approx(600.0)
 
 
+def test_a_light_load_borrows_the_vertex_overhead_from_its_determined_lines():
+    # 800 records per busy second plus 50 ms/s of timers: subtask 0 sees a spread and determines its line;
+    # subtask 1 only ever sees 60 records/s (busy 0.125), whose plain ratio would say 480
+    graph = chain(2)
+    records = np.linspace(100.0, 500.0, len(T))
+    model = DagModel()
+    learn(model, graph, [series("v0", 0, records, 0.05 + records / 800.0), series("v0", 1, 60.0, 0.125)])
+    assert model.subtask_rate_rps("v0", 2, 1) == pytest.approx(800.0 * 0.95, rel=1e-9)
+
+
+def test_a_light_loads_ratio_stands_in_only_where_no_better_rate_is_known():
+    # 40 ms/s of busy time at 8 records/s: timers may be most of it, so 200 records per busy second is weak
+    model = DagModel()
+    learn(model, chain(1), [series("v0", 0, 8.0, 0.04)])
+    assert model.vertex_rates(chain(1), "v0", 1)[0][0] == pytest.approx(200.0)  # nothing better: used
+    learn(model, chain(2), [series("v0", i, 400.0, 0.5) for i in range(2)])  # 800 at parallelism 2
+    rates, kind = model.vertex_rates(chain(1), "v0", 1)
+    assert (rates[0], kind) == (pytest.approx(800.0), "nearest")
+
+
 def test_samples_of_subtasks_that_no_longer_exist_are_dropped():
     graph = chain(2)  # the vertex runs at 2 now; subtask 2 is left over from a deployment at 3
     subtasks = [series("v0", i, 100.0, 0.25) for i in range(2)] + [series("v0", 2, 999.0, 0.99)]
@@ -242,3 +262,23 @@ def test_a_rising_saturated_rate_follows_what_the_subtask_carries():
     for carried in (200.0, 400.0, 800.0, 1000.0):
         learn(model, chain(1), [series("v0", 0, carried, 1.0)])
     assert model.subtask_rate_rps("v0", 1, 0) == pytest.approx(1000.0)
+
+
+def test_parallelisms_seen_together_locate_a_hot_key_group():
+    # 8 key groups; group 3 alone carries half of the records, the rest is even. At 2 subtasks the hot
+    # subtask's total is spread over its 4 groups; 3 subtasks cut the ranges elsewhere (0-2, 3-5, 6-7),
+    # and both together isolate group 3, so the shares at 4 subtasks come out right (an even spread said 0.36)
+    graph2, graph3 = chain(1, 2, keyed=(1,), max_parallelism=8), chain(1, 3, keyed=(1,), max_parallelism=8)
+    loads = np.array([1, 1, 1, 7, 1, 1, 1, 1]) / 14.0
+    model = DagModel()
+    for graph, p in ((graph2, 2), (graph3, 3)):
+        shares = np.bincount(key_group_owner(8, p), weights=loads, minlength=p)
+        learn(
+            model,
+            graph,
+            [series("v0", 0, 1000.0, 0.1)]
+            + [series("v1", i, 1000.0 * share, share) for i, share in enumerate(shares)],
+        )
+    np.testing.assert_allclose(
+        model.shares(graph2, "v1", 4), np.bincount(key_group_owner(8, 4), weights=loads), atol=0.02
+    )

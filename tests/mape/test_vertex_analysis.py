@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import structlog
 
+from capacity.cores import CoreModel
 from capacity.dag import DagModel, DagSettings
 from config.schema import Config
 from daemon.build import knowledge_settings, make_loop
@@ -74,7 +75,8 @@ def test_a_store_bound_sink_is_named_and_true_rates_bound_the_capacity():
     last = results[-1].assessment
     assert twin.true_bottleneck() == "sink"
     assert last.bottleneck_vertex == "sink" and last.capacity_model == "dag"
-    assert "CPU lines over-promise" in last.capacity_model_reason
+    assert "the cores would carry" in last.capacity_model_reason
+    assert "the vertex waits more than it computes" in last.capacity_model_reason
     assert last.capacity(4) == pytest.approx(twin.true_capacity_rps(), rel=0.03)
     audit = json.loads(json.dumps(events[-1]["dag"]))
     assert audit["bottleneck_vertex"] == "sink" and audit["model"] == "dag"
@@ -95,11 +97,11 @@ def test_the_job_level_model_alone_over_promises_on_the_same_job_until_it_satura
     assert before.capacity(4) == pytest.approx(twin.true_capacity_rps(), rel=0.03)
 
 
-def test_when_the_cores_bind_first_the_cpu_lines_are_trusted_and_say_so():
+def test_when_the_cores_bind_first_the_cores_limit_is_trusted_and_says_so():
     twin, results, _ = _loop("wordcount", "dag", RAMP, parallelism=4)
     last = results[-1].assessment
     assert twin.true_bottleneck() == "cpu"
-    assert last.capacity_model == "job" and "share each TaskManager's core" in last.capacity_model_reason
+    assert last.capacity_model == "cores" and "share each TaskManager's core" in last.capacity_model_reason
     assert last.bottleneck_vertex == "count"  # the vertex using most of the core
     assert last.capacity(4) == pytest.approx(twin.true_capacity_rps(), rel=0.03)
 
@@ -128,8 +130,8 @@ def test_no_window_of_the_first_gauge_minute_after_a_restart_is_learned():
         45.0, 20.0, stamps, np.full(n, 200.0), (), 0.0, 1, 45.0, job_graph=graph, subtasks=trickle
     )
     young = DagModel(DagSettings(warmup_s=8.0))
-    analyse_vertices(observation, young, {1: 5000.0}, {1: "observed"}, 1, 2, 0.3)
+    analyse_vertices(observation, young, CoreModel(), {1: 5000.0}, {1: "observed"}, 1, 2, {}, False)
     assert young.rates == {} and young.saturated == {}
     settled = dataclasses.replace(observation, uptime_s=120.0)  # the same readings a minute later count
-    analyse_vertices(settled, young, {1: 5000.0}, {1: "observed"}, 1, 2, 0.3)
+    analyse_vertices(settled, young, CoreModel(), {1: 5000.0}, {1: "observed"}, 1, 2, {}, False)
     assert young.subtask_rate_rps("v1", 1, 0) == pytest.approx(200.0)

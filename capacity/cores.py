@@ -1,0 +1,203 @@
+"""Each TaskManager's core as a limit of the job graph, from busy time rather than per-worker CPU lines.
+
+In reactive mode a TaskManager runs one subtask of every vertex, and where the vertices compute rather than
+wait, their work adds up on its core: the core saturates before any one of them is busy all the time. The
+job-level CPU lines (capacity/model.py) see that, but through a worker's CPU per *source record*, which
+changes with the scale-out (key groups move, a session window's state shrinks) and is read from a noisy
+gauge: at low load a line extrapolates from barely above the idle floor, and a line without spread of its
+own borrows the pooled slope of the other workers, which under-states the hot worker's cost. On the twin
+that put the current capacity 3–8% off (median) on the CPU-bound graphs.
+
+Here the busy time carries what changes (each subtask's busy seconds per source record come from its true
+rate and its share, capacity/dag.py, at any parallelism), and the CPU gauge only teaches what does not:
+how much CPU a busy second costs. One line, TaskManager CPU = a + s · (sum of its subtasks' busy shares),
+pooled over every TaskManager and window (the code is the same everywhere), with a prior where data are
+thin: a = the idle CPU, s = saturation − idle (a busy second is a second of one core, as Flink measures
+busy time on the task's thread). A vertex that waits (a sink on an external store) pulls s down, as it
+should: its busy time costs little CPU.
+
+A TaskManager busy B_i = O_i + r · U_i at source rate r (O_i: fixed busy of its subtasks, timers and
+watermarks, measured as what the rates do not explain; U_i: busy per source record) saturates its core at
+a + s · (O_i + r · U_i) = saturation. At a parallelism not running now, TaskManager i holds subtask i of
+every vertex (an even spread of slots; which subtask Flink puts where is not known in advance) and the
+overhead of the current median TaskManager.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from capacity.dag import DagModel, SubtaskWindow
+from capacity.regression import RegressionStats
+from messages.types import JobGraph
+
+_MAX_UNKNOWN_BUSY = 0.1
+"""Share of the busy time that may come from vertices whose rates are not known yet (a sink that is never
+busy enough to tell its rate): beyond it the cores' limit is not known."""
+
+
+@dataclass(frozen=True)
+class CoreSettings:
+    saturation_cpu: float = 0.95
+    idle_cpu: float = 0.11
+    prior_sd_idle: float = 0.05
+    """Prior uncertainty of the CPU at no busy time (the JVM's idle floor)."""
+    prior_sd_slope: float = 0.3
+    """Prior uncertainty of the CPU per busy second."""
+    noise_sd: float = 0.02
+    """Noise of one window's mean CPU reading (the data's weight against the prior)."""
+
+
+@dataclass(frozen=True)
+class CoreLimit:
+    """The cores' limit per scale-out and what binds at the current one."""
+
+    per_scaleout_rps: dict[int, float]
+    taskmanager: str | None = None
+    busy: float = math.nan
+    """Sum of the binding TaskManager's subtasks' busy shares this window."""
+    cpu_per_busy: float = math.nan
+    idle_cpu: float = math.nan
+
+
+@dataclass
+class CoreModel:
+    """The pooled CPU-per-busy-second line and the TaskManagers' fixed busy."""
+
+    settings: CoreSettings = field(default_factory=CoreSettings)
+    stats: RegressionStats = field(default_factory=RegressionStats)
+    """x = a TaskManager's summed busy share over a window, y = its mean CPU."""
+    overhead_busy: float = 0.0
+    """Median fixed busy share of a TaskManager's subtasks, from the last window that showed it."""
+
+    def learn(self, busy: dict[str, float], cpu: dict[str, float]) -> None:
+        """Add one point per TaskManager that reported both this window (not from a saturated job: its
+        busy time may include waiting for the core)."""
+        pairs = [(b, cpu[tm]) for tm, b in busy.items() if tm in cpu and math.isfinite(cpu[tm])]
+        if pairs:
+            x, y = np.array(pairs).T
+            self.stats = self.stats.merge(RegressionStats.from_arrays(x, y))
+
+    def line(self) -> tuple[float, float]:
+        """(CPU at no busy time, CPU per busy second): the posterior mean of the line under the prior."""
+        s, st = self.settings, self.stats
+        prior_precision = np.diag([1.0 / s.prior_sd_idle**2, 1.0 / s.prior_sd_slope**2])
+        prior_mean = np.array([s.idle_cpu, s.saturation_cpu - s.idle_cpu])
+        sum_x, sum_y = st.n * st.mean_x, st.n * st.mean_y
+        gram = np.array([[st.n, sum_x], [sum_x, st.m2_x + st.n * st.mean_x**2]]) / s.noise_sd**2
+        moment = np.array([sum_y, st.c_xy + st.n * st.mean_x * st.mean_y]) / s.noise_sd**2
+        idle, per_busy = np.linalg.solve(prior_precision + gram, prior_precision @ prior_mean + moment)
+        return float(idle), float(per_busy)
+
+    def limit(
+        self,
+        dag: DagModel,
+        graph: JobGraph,
+        windows: list[SubtaskWindow],
+        busy: dict[str, float],
+        current: int,
+        max_scaleout: int,
+    ) -> CoreLimit:
+        """Source rate at which the first core saturates, per scale-out 1..max_scaleout (inf where no rate
+        is known yet, or the busy time costs no CPU)."""
+        idle, per_busy = self.line()
+        if not per_busy > 0 or max_scaleout < 1:
+            return CoreLimit({})
+        budget = (self.settings.saturation_cpu - idle) / per_busy  # busy seconds a core carries
+        ratios = dag.input_ratios(graph)
+        per_record = np.zeros((max_scaleout, max_scaleout))  # row p − 1: TaskManager i's busy per record
+        running: dict[str, np.ndarray] = {}  # per vertex, its subtasks' busy per record as it runs now
+        for vertex in graph.vertices:
+            top = min(max_scaleout, vertex.max_parallelism)
+            matrix = dag.busy_per_source_record(graph, vertex.vertex_id, ratios[vertex.vertex_id], top)
+            per_record[:top, :top] += matrix
+            per_record[top:, :top] += matrix[-1]  # above its max parallelism the vertex stays there
+            if 1 <= vertex.parallelism <= top:
+                running[vertex.vertex_id] = matrix[vertex.parallelism - 1, : vertex.parallelism]
+        unknown = sum(
+            w.busy
+            for w in windows
+            if math.isfinite(w.busy) and not (w.vertex_id in running and (running[w.vertex_id] > 0).any())
+        )
+        if unknown > _MAX_UNKNOWN_BUSY * sum(busy.values()):
+            return CoreLimit({})  # busy time without a rate: how it grows with the load is unknown
+        source_rps = sum(w.records_in_rps for w in windows if not graph.inputs(w.vertex_id))
+        now = _running_limit(running, windows, busy, source_rps, budget)
+        if now is not None:
+            self.overhead_busy = now.overhead_busy
+        with np.errstate(divide="ignore", invalid="ignore"):
+            limits = np.where(per_record > 0, (budget - self.overhead_busy) / per_record, math.inf)
+        inside = np.arange(max_scaleout)[None, :] < np.arange(1, max_scaleout + 1)[:, None]
+        capacities = np.where(inside, limits, math.inf).min(axis=1)
+        per_scaleout = {n: max(float(c), 0.0) for n, c in enumerate(capacities.tolist(), start=1)}
+        if now is None:
+            return CoreLimit(per_scaleout, cpu_per_busy=per_busy, idle_cpu=idle)
+        per_scaleout[current] = now.capacity_rps
+        return CoreLimit(per_scaleout, now.taskmanager, now.busy, per_busy, idle)
+
+    # ---- persistence ----------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return {"stats": self.stats.to_dict(), "overhead_busy": self.overhead_busy}
+
+    @classmethod
+    def from_dict(cls, data: dict, settings: CoreSettings | None = None) -> CoreModel:
+        model = cls(settings or CoreSettings())
+        if "stats" in data:
+            model.stats = RegressionStats.from_dict(data["stats"])
+        model.overhead_busy = float(data.get("overhead_busy", 0.0))
+        return model
+
+
+@dataclass(frozen=True)
+class _RunningLimit:
+    taskmanager: str
+    busy: float
+    overhead_busy: float
+    """Median over the TaskManagers."""
+    capacity_rps: float
+
+
+def _running_limit(
+    running: dict[str, np.ndarray],
+    windows: list[SubtaskWindow],
+    busy: dict[str, float],
+    source_rps: float,
+    budget: float,
+) -> _RunningLimit | None:
+    """The limit of the running deployment, from where each subtask really runs (None without this
+    window's busy time or any known rate)."""
+    if not busy or not source_rps > 0:
+        return None
+    per_record: dict[str, float] = defaultdict(float)
+    for w in windows:
+        row = running.get(w.vertex_id)
+        if w.taskmanager_id in busy and row is not None and w.subtask_index < len(row):
+            per_record[w.taskmanager_id] += float(row[w.subtask_index])
+    rows = [(tm, busy[tm], per_record[tm]) for tm in busy if per_record.get(tm, 0.0) > 0]
+    if not rows:
+        return None
+    overheads = [max(b - source_rps * u, 0.0) for _, b, u in rows]
+    limits = [(budget - o) / u for o, (_, _, u) in zip(overheads, rows, strict=True)]
+    i = int(np.argmin(limits))
+    return _RunningLimit(rows[i][0], rows[i][1], float(np.median(overheads)), max(limits[i], 0.0))
+
+
+def taskmanager_busy(windows: list[SubtaskWindow]) -> dict[str, float]:
+    """Per TaskManager, the summed busy share of its subtasks this window; a TaskManager with a subtask
+    whose busy time is missing (but reported by others of its vertex) is left out. Vertices that never
+    report busy time (a legacy source) are left out everywhere."""
+    reporting = {w.vertex_id for w in windows if math.isfinite(w.busy)}
+    totals: dict[str, float] = defaultdict(float)
+    broken: set[str] = set()
+    for w in windows:
+        if w.taskmanager_id is None or w.vertex_id not in reporting:
+            continue
+        if math.isfinite(w.busy):
+            totals[w.taskmanager_id] += w.busy
+        else:
+            broken.add(w.taskmanager_id)
+    return {tm: b for tm, b in totals.items() if tm not in broken}

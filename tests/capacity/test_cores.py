@@ -1,0 +1,86 @@
+"""capacity/cores.py: CPU per busy second, and each TaskManager's core as a limit of the job graph."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from capacity.cores import CoreModel, CoreSettings, taskmanager_busy
+from capacity.dag import DagModel
+from tests.capacity.test_dag import chain, learn, series
+
+RECORDS = np.linspace(100.0, 400.0, 12)
+
+
+def _two_vertices_on_one_core(model: DagModel):
+    """v0 -> v1, one subtask each on tm-0, 1,000 records per busy second each: busy = records / 500."""
+    graph = chain(1, 1)
+    windows = learn(model, graph, [series(f"v{v}", 0, RECORDS, RECORDS / 1000.0) for v in (0, 1)])
+    return graph, windows
+
+
+def test_without_data_the_line_is_the_prior_a_busy_second_is_a_second_of_the_core():
+    idle, per_busy = CoreModel(CoreSettings(saturation_cpu=0.95, idle_cpu=0.11)).line()
+    assert (idle, per_busy) == (pytest.approx(0.11), pytest.approx(0.84))
+
+
+def test_the_line_is_learned_from_every_taskmanager_and_window():
+    model = CoreModel()
+    rng = np.random.default_rng(1)
+    for _ in range(40):  # a vertex that mostly waits: CPU = 0.2 + 0.3 * busy, noisy
+        busy = {f"tm-{i}": float(b) for i, b in enumerate(rng.uniform(0.1, 0.9, 4))}
+        model.learn(busy, {tm: 0.2 + 0.3 * b + rng.normal(0, 0.01) for tm, b in busy.items()})
+    idle, per_busy = model.line()
+    assert idle == pytest.approx(0.2, abs=0.01) and per_busy == pytest.approx(0.3, abs=0.02)
+
+
+def test_vertices_that_add_up_on_one_core_saturate_it_before_either_is_busy_all_the_time():
+    dag = DagModel()
+    graph, windows = _two_vertices_on_one_core(dag)
+    cores = CoreModel()
+    limit = cores.limit(dag, graph, windows, taskmanager_busy(windows), current=1, max_scaleout=3)
+    # each vertex alone carries 1,000 rps; together they use 2 ms of the core per record
+    assert dag.estimate(graph, windows, 1, 3).per_scaleout_rps[1] == pytest.approx(1000.0)
+    assert limit.per_scaleout_rps[1] == pytest.approx(500.0, rel=1e-6)
+    assert limit.taskmanager == "tm-0" and limit.busy == pytest.approx(RECORDS.mean() / 500.0)
+    # two subtasks each at an unseen parallelism split the records: twice the rate
+    assert limit.per_scaleout_rps[2] == pytest.approx(1000.0, rel=1e-6)
+
+
+def test_busy_time_that_costs_little_cpu_lifts_the_cores_limit():
+    dag = DagModel()
+    graph, windows = _two_vertices_on_one_core(dag)
+    cores = CoreModel()
+    for _ in range(30):  # the CPU stays near idle however busy the subtasks are: they wait
+        busy = {"tm-0": 0.2, "tm-1": 0.8}
+        cores.learn(busy, {tm: 0.11 + 0.1 * b for tm, b in busy.items()})
+    limit = cores.limit(dag, graph, windows, taskmanager_busy(windows), current=1, max_scaleout=1)
+    assert limit.per_scaleout_rps[1] > 3_000.0  # the true rates (1,000 rps) bind, not the core
+
+
+def test_a_vertex_with_busy_time_but_no_rate_yet_leaves_the_cores_unknown():
+    # v1 is busy 30% without a record counted yet: how its busy time grows with the load is unknown
+    dag = DagModel()
+    graph = chain(1, 1)
+    windows = learn(dag, graph, [series("v0", 0, RECORDS, RECORDS / 1000.0), series("v1", 0, 0.0, 0.3)])
+    assert math.isnan(dag.subtask_rate_rps("v1", 1, 0))
+    assert CoreModel().limit(dag, graph, windows, taskmanager_busy(windows), 1, 2).per_scaleout_rps == {}
+
+
+def test_a_taskmanager_missing_one_subtasks_busy_time_is_left_out():
+    graph = chain(2, 2)
+    subtasks = [series("v0", i, 100.0, 0.1) for i in range(2)] + [series("v1", 0, 100.0, 0.2)]
+    subtasks.append(series("v1", 1, 100.0, np.nan))
+    windows = learn(DagModel(), graph, subtasks)
+    assert taskmanager_busy(windows) == {"tm-0": pytest.approx(0.3)}
+
+
+def test_the_model_survives_a_restart():
+    cores = CoreModel()
+    cores.learn({"tm-0": 0.5, "tm-1": 0.2}, {"tm-0": 0.5, "tm-1": 0.3})
+    cores.overhead_busy = 0.01
+    again = CoreModel.from_dict(cores.to_dict())
+    assert again.line() == cores.line() and again.overhead_busy == 0.01
+    assert math.isclose(CoreModel.from_dict({}).line()[0], CoreSettings().idle_cpu)
