@@ -126,6 +126,7 @@ class _FixedForecaster:
 
     def __init__(self, forecast: object) -> None:
         self._forecast = forecast
+        self.last_forecast = forecast
 
     def observe(self, timestamps_s: np.ndarray, rates_rps: np.ndarray) -> None:
         pass
