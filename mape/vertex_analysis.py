@@ -72,8 +72,11 @@ def analyse_vertices(
     if not saturated:
         cores.learn(busy, worker_cpu)
     reactive = all(v.parallelism == current for v in graph.vertices if v.max_parallelism >= current)
-    # per-vertex parallelism (issue 13's path) sizes its slots' cores itself (mape/vertex_knowledge.py)
-    core = cores.limit(model, graph, windows, busy, current, max_scaleout) if reactive else CoreLimit({})
+    # A saturated job's throughput is its capacity, measured (the job-level model takes it), and on a real
+    # host its busy time then includes waiting for the core; per-vertex parallelism (issue 13's path)
+    # sizes its slots' cores itself (mape/vertex_knowledge.py).
+    use_cores = reactive and not saturated
+    core = cores.limit(model, graph, windows, busy, current, max_scaleout) if use_cores else CoreLimit({})
     capacities, sources = dict(job_capacities_rps), dict(job_sources)
     for n in range(1, max_scaleout + 1):
         vertex_rps = estimate.per_scaleout_rps.get(n, math.inf)
