@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from capacity.dag import DagModel, SubtaskWindow
+from capacity.model import CapacitySettings
 from capacity.regression import RegressionStats
 from messages.types import JobGraph
 
@@ -40,16 +41,14 @@ _MAX_UNKNOWN_BUSY = 0.1
 busy enough to tell its rate): beyond it the cores' limit is not known."""
 
 
-@dataclass(frozen=True)
-class CoreSettings:
-    saturation_cpu: float = 0.95
-    idle_cpu: float = 0.11
-    prior_sd_idle: float = 0.05
-    """Prior uncertainty of the CPU at no busy time (the JVM's idle floor)."""
-    prior_sd_slope: float = 0.3
-    """Prior uncertainty of the CPU per busy second."""
-    noise_sd: float = 0.02
-    """Noise of one window's mean CPU reading (the data's weight against the prior)."""
+_PRIOR_SD_IDLE = 0.05
+"""Prior uncertainty of the CPU at no busy time (the JVM's idle floor)."""
+
+_PRIOR_SD_SLOPE = 0.3
+"""Prior uncertainty of the CPU per busy second."""
+
+_NOISE_SD = 0.02
+"""Noise of one window's mean CPU reading (the data's weight against the prior)."""
 
 
 @dataclass(frozen=True)
@@ -66,9 +65,10 @@ class CoreLimit:
 
 @dataclass
 class CoreModel:
-    """The pooled CPU-per-busy-second line and the TaskManagers' fixed busy."""
+    """The pooled CPU-per-busy-second line and the TaskManagers' fixed busy (the idle and saturation CPU
+    are the job-level model's settings)."""
 
-    settings: CoreSettings = field(default_factory=CoreSettings)
+    settings: CapacitySettings = field(default_factory=CapacitySettings)
     stats: RegressionStats = field(default_factory=RegressionStats)
     """x = a TaskManager's summed busy share over a window, y = its mean CPU."""
     overhead_busy: float = 0.0
@@ -85,11 +85,11 @@ class CoreModel:
     def line(self) -> tuple[float, float]:
         """(CPU at no busy time, CPU per busy second): the posterior mean of the line under the prior."""
         s, st = self.settings, self.stats
-        prior_precision = np.diag([1.0 / s.prior_sd_idle**2, 1.0 / s.prior_sd_slope**2])
+        prior_precision = np.diag([1.0 / _PRIOR_SD_IDLE**2, 1.0 / _PRIOR_SD_SLOPE**2])
         prior_mean = np.array([s.idle_cpu, s.saturation_cpu - s.idle_cpu])
         sum_x, sum_y = st.n * st.mean_x, st.n * st.mean_y
-        gram = np.array([[st.n, sum_x], [sum_x, st.m2_x + st.n * st.mean_x**2]]) / s.noise_sd**2
-        moment = np.array([sum_y, st.c_xy + st.n * st.mean_x * st.mean_y]) / s.noise_sd**2
+        gram = np.array([[st.n, sum_x], [sum_x, st.m2_x + st.n * st.mean_x**2]]) / _NOISE_SD**2
+        moment = np.array([sum_y, st.c_xy + st.n * st.mean_x * st.mean_y]) / _NOISE_SD**2
         idle, per_busy = np.linalg.solve(prior_precision + gram, prior_precision @ prior_mean + moment)
         return float(idle), float(per_busy)
 
@@ -118,11 +118,8 @@ class CoreModel:
             per_record[top:, :top] += matrix[-1]  # above its max parallelism the vertex stays there
             if 1 <= vertex.parallelism <= top:
                 running[vertex.vertex_id] = matrix[vertex.parallelism - 1, : vertex.parallelism]
-        unknown = sum(
-            w.busy
-            for w in windows
-            if math.isfinite(w.busy) and not (w.vertex_id in running and (running[w.vertex_id] > 0).any())
-        )
+        rated = {v for v, row in running.items() if (row > 0).any()}
+        unknown = sum(w.busy for w in windows if math.isfinite(w.busy) and w.vertex_id not in rated)
         if unknown > _MAX_UNKNOWN_BUSY * sum(busy.values()):
             return CoreLimit({})  # busy time without a rate: how it grows with the load is unknown
         source_rps = sum(w.records_in_rps for w in windows if not graph.inputs(w.vertex_id))
@@ -144,8 +141,8 @@ class CoreModel:
         return {"stats": self.stats.to_dict(), "overhead_busy": self.overhead_busy}
 
     @classmethod
-    def from_dict(cls, data: dict, settings: CoreSettings | None = None) -> CoreModel:
-        model = cls(settings or CoreSettings())
+    def from_dict(cls, data: dict, settings: CapacitySettings | None = None) -> CoreModel:
+        model = cls(settings or CapacitySettings())
         if "stats" in data:
             model.stats = RegressionStats.from_dict(data["stats"])
         model.overhead_busy = float(data.get("overhead_busy", 0.0))

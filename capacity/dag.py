@@ -250,6 +250,8 @@ class DagModel:
     vertices: dict[str, _VertexKnowledge] = field(default_factory=dict)
     configuration: str = ""
     _tables: dict[str, dict[int, np.ndarray]] | None = field(default=None, repr=False, compare=False)
+    _overhead: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
+    """Per vertex (rates key), `_overheads()` as of the last rebuild of `_tables`."""
     _curves: dict[tuple, tuple[np.ndarray, list[str], np.ndarray]] = field(
         default_factory=dict, repr=False, compare=False
     )
@@ -350,7 +352,8 @@ class DagModel:
     def subtask_rate_rps(self, vertex_id: str, parallelism: int, index: int) -> float:
         """Records/s the subtask processes when busy all the time; NaN when unknown."""
         rid = self._rid(vertex_id)
-        return self._rate_of((rid, parallelism, index), self._overheads().get(rid, 0.0))[0]
+        self._rate_table(vertex_id)  # rebuilds the overheads after learning
+        return self._rate_of((rid, parallelism, index), self._overhead.get(rid, 0.0))[0]
 
     def _rate_of(self, key: tuple[str, int, int], overhead: float = 0.0) -> tuple[float, bool]:
         """The subtask's rate at busy 1 and whether it is a strong one: its line's value there, else its
@@ -392,8 +395,8 @@ class DagModel:
         """Per observed parallelism, the vertex's per-subtask rates (NaN unknown); rebuilt after learning."""
         if self._tables is None:
             tables: dict[str, dict[int, np.ndarray]] = {}
-            overheads = self._overheads()
-            rates = {key: self._rate_of(key, overheads[key[0]]) for key in self.rates}
+            self._overhead = self._overheads()
+            rates = {key: self._rate_of(key, self._overhead[key[0]]) for key in self.rates}
             strong = {rid for (rid, _, _), (rate, sure) in rates.items() if sure and math.isfinite(rate)}
             for (rid, p, i), (rate, sure) in rates.items():
                 row = tables.setdefault(rid, {}).setdefault(p, np.full(p, np.nan))

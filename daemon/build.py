@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import structlog
 
-from capacity.cores import CoreSettings
 from capacity.dag import DagSettings
 from capacity.model import CapacitySettings
 from config.load import ConfigError
@@ -81,7 +80,6 @@ def knowledge_settings(
     return KnowledgeSettings(
         capacity=capacity,
         dag=DagSettings(warmup_s=config.capacity.warmup_s),
-        cores=CoreSettings(config.capacity.saturation_cpu, config.capacity.idle_cpu),
         forecast=ForecastSettings(**config.forecast.model_dump(exclude=REGISTRY_KEYS)),
         model_source=lambda: registry_source(config),
         downtime_out_s=recovery.downtime_out_s,

@@ -31,7 +31,7 @@ from typing import Any
 
 import structlog
 
-from capacity.cores import CoreModel, CoreSettings
+from capacity.cores import CoreModel
 from capacity.dag import DagModel, DagSettings
 from capacity.model import CapacityModel, CapacitySettings
 from forecasting.online import ModelSource, WorkloadForecaster
@@ -73,7 +73,6 @@ class KnowledgeSettings:
 
     capacity: CapacitySettings = field(default_factory=CapacitySettings)
     dag: DagSettings = field(default_factory=DagSettings)
-    cores: CoreSettings = field(default_factory=CoreSettings)
     forecast: ForecastSettings = field(default_factory=ForecastSettings)
     downtime_out_s: float = 30.0
     downtime_in_s: float = 15.0
@@ -136,7 +135,7 @@ class Knowledge:
         knowledge = cls(
             capacity=CapacityModel.from_dict(state.get("capacity", {}), settings.capacity),
             dag=DagModel.from_dict(state.get("dag", {}), settings.dag),
-            cores=CoreModel.from_dict(state.get("cores", {}), settings.cores),
+            cores=CoreModel.from_dict(state.get("cores", {}), settings.capacity),
             forecaster=(
                 WorkloadForecaster.from_state(
                     forecaster_state,

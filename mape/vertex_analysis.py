@@ -21,6 +21,8 @@ from capacity.cores import CoreLimit, CoreModel, taskmanager_busy
 from capacity.dag import DagModel, subtask_windows
 from messages.types import Observation, VertexAssessment
 
+_SHARED_CORE = "the vertices share each TaskManager's core"
+
 
 @dataclass(frozen=True)
 class VertexView:
@@ -96,28 +98,29 @@ def analyse_vertices(
         key=lambda v: v.utilization,
         default=None,
     )
+    busiest_name = busiest.name if busiest else None
     busiest_text = (
-        f"busiest vertex {busiest.name} at {_pct(busiest.utilization)}" if busiest else "no busy time"
+        f"busiest vertex {busiest_name} at {_pct(busiest.utilization)}" if busiest else "no busy time"
     )
-    shared = (busiest.name if busiest else None, "the vertices share each TaskManager's core")
+    hottest_cpu = _pct(max(worker_cpu.values(), default=math.nan))
     if math.isfinite(core_now) and core_now < dag_now:
         reason = (
             f"cores bind: TaskManager {core.taskmanager}'s subtasks are busy {core.busy:.2f} s per second; "
             f"at {core.cpu_per_busy:.2f} CPU per busy second over an idle {core.idle_cpu:.2f} its core "
             f"saturates at {core_now:.0f} rps, below the true rates' {dag_now:.0f} rps ({busiest_text}): "
-            f"{shared[1]}"
+            f"{_SHARED_CORE}"
         )
-        return VertexView(capacities, sources, "cores", reason, shared[0], estimate.vertices)
+        return VertexView(capacities, sources, "cores", reason, busiest_name, estimate.vertices)
     if not math.isfinite(dag_now) and not math.isfinite(job_now):
         return VertexView(
             capacities, sources, "job", "per-vertex rates not learned yet", None, estimate.vertices
         )
-    if dag_now <= job_now or math.isfinite(core_now):  # a tie (a saturated job measured by both): the
-        bottleneck = next(v for v in estimate.vertices if v.name == estimate.bottleneck)  # vertex says more
+    # a tie (a saturated job measured by both models): the vertex view says more
+    if dag_now <= job_now or math.isfinite(core_now):
+        bottleneck = next(v for v in estimate.vertices if v.name == estimate.bottleneck)
         reason = (
             f"true rates bind: {bottleneck.name} carries {dag_now:.0f} rps at busy "
-            f"{_pct(bottleneck.utilization)} while the hottest CPU is "
-            f"{_pct(max(worker_cpu.values(), default=math.nan))}"
+            f"{_pct(bottleneck.utilization)} while the hottest CPU is {hottest_cpu}"
         )
         beyond = [
             f"{name} would carry {rps:.0f} rps"
@@ -128,11 +131,10 @@ def analyse_vertices(
             reason += f"; {' and '.join(beyond)}: the vertex waits more than it computes"
         return VertexView(capacities, sources, "dag", reason, bottleneck.name, estimate.vertices)
     reason = (
-        f"CPU lines bind: {job_now:.0f} rps at CPU {_pct(max(worker_cpu.values(), default=math.nan))}, "
-        f"below the true rates' {dag_now:.0f} rps ({busiest_text}; the cores' CPU per busy second is not "
-        f"known yet): {shared[1]}"
+        f"CPU lines bind: {job_now:.0f} rps at CPU {hottest_cpu}, below the true rates' {dag_now:.0f} rps "
+        f"({busiest_text}; the cores' CPU per busy second is not known yet): {_SHARED_CORE}"
     )
-    return VertexView(capacities, sources, "job", reason, shared[0], estimate.vertices)
+    return VertexView(capacities, sources, "job", reason, busiest_name, estimate.vertices)
 
 
 def with_needed_parallelism(

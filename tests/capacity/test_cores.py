@@ -7,8 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from capacity.cores import CoreModel, CoreSettings, taskmanager_busy
+from capacity.cores import CoreModel, taskmanager_busy
 from capacity.dag import DagModel
+from capacity.model import CapacitySettings
 from tests.capacity.test_dag import chain, learn, series
 
 RECORDS = np.linspace(100.0, 400.0, 12)
@@ -22,7 +23,7 @@ def _two_vertices_on_one_core(model: DagModel):
 
 
 def test_without_data_the_line_is_the_prior_a_busy_second_is_a_second_of_the_core():
-    idle, per_busy = CoreModel(CoreSettings(saturation_cpu=0.95, idle_cpu=0.11)).line()
+    idle, per_busy = CoreModel(CapacitySettings(saturation_cpu=0.95, idle_cpu=0.11)).line()
     assert (idle, per_busy) == (pytest.approx(0.11), pytest.approx(0.84))
 
 
@@ -83,4 +84,4 @@ def test_the_model_survives_a_restart():
     cores.overhead_busy = 0.01
     again = CoreModel.from_dict(cores.to_dict())
     assert again.line() == cores.line() and again.overhead_busy == 0.01
-    assert math.isclose(CoreModel.from_dict({}).line()[0], CoreSettings().idle_cpu)
+    assert math.isclose(CoreModel.from_dict({}).line()[0], CapacitySettings().idle_cpu)
