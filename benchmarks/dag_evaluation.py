@@ -128,11 +128,14 @@ def verdicts(results: list[dict]) -> list[str]:
             _mean(job, "capacity_estimate_error_pct"),
         )
         over, job_over = _mean(dag, "seconds_over_slo"), _mean(job, "seconds_over_slo")
+        share = over / _mean(dag, "duration_s")
         error_ok = error is not None and error <= 3.0
         lines.append(
             f"- {topology} × {trace}: capacity error {error:.2f}% ({'≤' if error_ok else '>'} 3%), seconds over "
-            f"SLO {over:.0f} with the DAG model vs {job_over:.0f} with the job-level model "
-            f"({'no worse' if over <= job_over else 'WORSE'}); job-level capacity error {job_error:.2f}%"
+            f"SLO {over:.0f} ({share:.2%}{', ≤ 1%' if share <= 0.01 else ', > 1%'}) with the DAG model vs "
+            f"{job_over:.0f} with the job-level model ({'no worse' if over <= job_over else 'WORSE'}), at "
+            f"{_mean(dag, 'avg_workers'):.2f} vs {_mean(job, 'avg_workers'):.2f} workers; job-level capacity "
+            f"error {job_error:.2f}%"
         )
     return lines
 

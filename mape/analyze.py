@@ -101,6 +101,9 @@ class Analyzer:
         capacities_rps, capacity_sources = view.capacities_rps, view.sources
         if current not in capacities_rps:
             problems.append("no capacity known for the current scale-out yet")
+        knowledge.track_record.observe(
+            observation.time_s, current, capacities_rps, not problems and bool(windows)
+        )
 
         knowledge.recovery.submit(
             observation.input_timestamps_s, observation.input_rate_rps, _total_throughput(observation)
@@ -147,6 +150,7 @@ class Analyzer:
             forecast_upper_rps=forecast.upper_rps if forecast else None,
             workload_recent_rps=recent_rps,
             expected_upper_rps=expected_upper_rps,
+            capacity_overestimate=knowledge.track_record.overestimate(),
             **_worker_rates(observation, capacity.settings.warmup_s),
         )
         for extension in self.extensions:

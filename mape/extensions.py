@@ -3,9 +3,9 @@
 The core analysis learns one capacity model and assesses the job as a whole. An extension (the memory-
 aware analysis, memory/analysis.py) plugs in at four points of an iteration: the Analyzer calls the
 extensions it was given (daemon/build.py wires them), in order, and the loop calls the same ones after it
-executed a decision; neither imports them. What an extension learns lives in
-`Knowledge.extensions[name]` (an `ExtensionState`), saved with the rest of the knowledge and rebuilt by
-the factory named in `KnowledgeSettings.extension_factories`, so a restart loses nothing.
+executed a decision; neither imports them. What an extension learns lives in `Knowledge.extensions[name]`
+(an `ExtensionState`, mape/extension_state.py), saved with the rest of the knowledge and rebuilt by the
+factory named in `KnowledgeSettings.extension_factories`, so a restart loses nothing.
 """
 
 from __future__ import annotations
@@ -17,22 +17,6 @@ from messages.types import Assessment, Decision, Observation
 
 if TYPE_CHECKING:
     from mape.knowledge import Knowledge
-
-
-class Record(Protocol):
-    time_s: float
-
-    def to_dict(self) -> dict: ...
-
-
-class ExtensionState(Protocol):
-    """An extension's part of the knowledge, saved as `to_dict()` under the extension's name."""
-
-    new_records: list[Record]
-    """This iteration's records: the store appends them to the table `<name>_decisions` in the iteration's
-    transaction, then clears the list (`KnowledgeStore.records(name)` reads them back)."""
-
-    def to_dict(self) -> dict: ...
 
 
 class AnalysisExtension(Protocol):

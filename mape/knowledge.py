@@ -34,9 +34,10 @@ import structlog
 from capacity.cores import CoreModel
 from capacity.dag import DagModel, DagSettings
 from capacity.model import CapacityModel, CapacitySettings
+from capacity.track_record import CapacityTrackRecord
 from forecasting.online import ModelSource, WorkloadForecaster
 from forecasting.types import ForecastSettings
-from mape.extensions import ExtensionState
+from mape.extension_state import ExtensionState
 from mape.plausibility import Ledger
 from messages.types import CompletedRescale, Decision
 from recovery.downtime import DowntimeModel
@@ -49,6 +50,7 @@ CORE_STATE = (
     "capacity",
     "dag",
     "cores",
+    "track_record",
     "forecaster",
     "downtime",
     "recovery",
@@ -102,6 +104,8 @@ class Knowledge:
     """Per-vertex true rates, selectivities and key-group loads (the job graph's capacity)."""
     cores: CoreModel = field(default_factory=CoreModel)
     """CPU per busy second: each TaskManager's core as a limit of the job graph."""
+    track_record: CapacityTrackRecord = field(default_factory=CapacityTrackRecord)
+    """How far the capacity predicted for a rescale's target was above what it showed once running."""
     forecaster: WorkloadForecaster = field(default_factory=lambda: WorkloadForecaster(ForecastSettings()))
     downtime: DowntimeModel = field(default_factory=DowntimeModel)
     recovery: RecoveryMonitor = field(default_factory=RecoveryMonitor)
@@ -136,6 +140,7 @@ class Knowledge:
             capacity=CapacityModel.from_dict(state.get("capacity", {}), settings.capacity),
             dag=DagModel.from_dict(state.get("dag", {}), settings.dag),
             cores=CoreModel.from_dict(state.get("cores", {}), settings.capacity),
+            track_record=CapacityTrackRecord.from_dict(state.get("track_record", {})),
             forecaster=(
                 WorkloadForecaster.from_state(
                     forecaster_state,
@@ -177,6 +182,7 @@ class Knowledge:
             "capacity": self.capacity.to_dict(),
             "dag": self.dag.to_dict(),
             "cores": self.cores.to_dict(),
+            "track_record": self.track_record.to_dict(),
             "downtime": self.downtime.to_dict(),
             "recovery": self.recovery.to_dict(),
             "plausibility": self.plausibility.to_dict(),

@@ -179,6 +179,7 @@ class MapeLoop:
             if assessment
             else None,
             capacity_method=assessment.capacity_method if assessment else None,
+            capacity_overestimate=round(assessment.capacity_overestimate, 4) if assessment else None,
             forecast=_forecast_summary(assessment),
             recovery_s={n: _round(r) for n, r in sorted(assessment.recovery_s.items())}
             if assessment

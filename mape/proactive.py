@@ -7,7 +7,10 @@ rule that decided it:
 - ``only-if-necessary``: a rescale happened in the last `necessary_window_s` and the current capacity still
   carries the average load and the forecast until the next loop — keep it.
 - ``current-valid``: the smallest valid scale-out is the current one.
-- ``long-lived``: the smallest valid scale-out that also carries the whole forecast horizon.
+- ``long-lived``: the smallest valid scale-out that also carries the whole forecast horizon: scaling in, its
+  mean; scaling out, its upper bound (where a scale-out up to the maximum carries it): a scale-out is a
+  restart that costs a stretch over the SLO, and sized for the mean it needs a second one whenever the rise
+  outruns the forecast (the ysb trace's ramps: three one-worker steps in 25 minutes).
 - ``idle``: no load arrives, none is forecast until the next loop and nothing waits: the smallest
   scale-out whose restart meets the recovery target (with nothing to catch up, its downtime), kept while
   idle. An idle job teaches no capacity (0 > 0 fails every candidate), so without this rule it would fall
@@ -21,9 +24,10 @@ rule that decided it:
   the time it stays valid do not pay for the rescale (its predicted downtime and replay at the new
   scale-out, plus the scale-out back when the forecast says the load returns within the horizon).
 
-A candidate is valid when its capacity exceeds the average load, its predicted recovery meets the target,
-and it carries the forecast's upper bound (`forecasting/interval.py`) until it would have recovered: the plan
-uses what the load may do in the near term, and the mean forecast for the long-lived horizon. Scaling in is skipped while the job still
+The capacity of a scale-out the job is not running is the model's prediction lowered by how far such
+predictions have turned out too high (capacity/track_record.py). A candidate is valid when its capacity
+exceeds the average load, its predicted recovery meets the target, and it carries the forecast's upper
+bound (`forecasting/interval.py`) until it would have recovered. Scaling in is skipped while the job still
 catches up (backlog larger than what the candidate processes in one loop: records against records).
 """
 
@@ -74,10 +78,10 @@ class ProactivePolicy:
         average = a.workload_avg_rps
         next_loop_max = _peak(forecast, self.loop_interval_s)
         next_loop_upper = _peak(upper, self.loop_interval_s)
-        horizon_max = float(forecast.max())
+        horizon_max, horizon_upper = float(forecast.max()), float(upper.max())
         load = (
             f"average {average:.0f} rps, forecast max {next_loop_max:.0f} (upper {next_loop_upper:.0f}) "
-            f"next loop / {horizon_max:.0f} horizon"
+            f"next loop / {horizon_max:.0f} (upper {horizon_upper:.0f}) horizon"
         )
 
         if _idle(average, next_loop_max, a.backlog_records, self.loop_interval_s):
@@ -100,8 +104,9 @@ class ProactivePolicy:
 
         skipped: list[str] = []
         not_worth: list[str] = []
+        carrying_mean: tuple[int, str] | None = None
         for scaleout in range(self.min_scaleout, self.max_scaleout + 1):
-            capacity = a.capacity(scaleout)
+            capacity = planned_capacity(a, scaleout)
             if not capacity > average:
                 continue
             recovery_s = a.recovery_s.get(scaleout, math.inf)
@@ -116,7 +121,7 @@ class ProactivePolicy:
                     f"{scaleout}: capacity {capacity:.0f} < forecast upper bound {until_recovered:.0f} until recovered"
                 )
                 continue
-            chosen = f"capacity({scaleout}) = {capacity:.0f} rps, recovery {recovery_s:.0f} s"
+            chosen = f"capacity({scaleout}) = {capacity:.0f} rps{_lowered(a, scaleout)}, recovery {recovery_s:.0f} s"
             if scaleout == current:
                 rule = "rescale-not-worth-it" if not_worth else "current-valid"
                 return scaleout, rule, (chosen, load, *not_worth[-1:], *skipped[-3:])
@@ -128,8 +133,17 @@ class ProactivePolicy:
                 if not worth:
                     not_worth.append(why)
                     continue
-            if capacity > horizon_max:
+            if capacity > horizon_max and (scaleout < current or capacity > horizon_upper):
                 return scaleout, "long-lived", (chosen, load, *skipped[-3:])
+            if capacity > horizon_max and carrying_mean is None:
+                carrying_mean = (scaleout, chosen)
+        if carrying_mean is not None:  # nothing up to the maximum carries the upper bound: the mean then
+            scaleout, chosen = carrying_mean
+            return (
+                scaleout,
+                "long-lived",
+                (chosen, load, f"no scale-out carries the upper bound {horizon_upper:.0f}"),
+            )
         short = sum(1 for n in range(self.min_scaleout, self.max_scaleout + 1) if not a.capacity(n) > average)
         return (
             self.max_scaleout,
@@ -159,7 +173,7 @@ class ProactivePolicy:
         )
         needed = level + piled_up / self.surge_drain_s
         target = next(
-            (n for n in range(current + 1, self.max_scaleout + 1) if a.capacity(n) >= needed),
+            (n for n in range(current + 1, self.max_scaleout + 1) if planned_capacity(a, n) >= needed),
             self.max_scaleout,
         )
         if target <= current:
@@ -170,7 +184,7 @@ class ProactivePolicy:
             "surge",
             (
                 f"load {recent:.0f} rps over the last seconds > {seen} and > capacity({current}) = {capacity_now:.0f}",
-                f"capacity({target}) = {a.capacity(target):.0f} ≥ {needed:.0f} rps: {level:.0f} plus "
+                f"capacity({target}) = {planned_capacity(a, target):.0f} ≥ {needed:.0f} rps: {level:.0f} plus "
                 f"{piled_up:.0f} records drained within {self.surge_drain_s:.0f} s",
             ),
         )
@@ -186,7 +200,7 @@ class ProactivePolicy:
         the smaller scale-out within the horizon, the same for the scale-out back. Expected values: the
         upper bound already guards the near term (the candidate must carry it until recovered)."""
         current = a.current_scaleout
-        capacity = a.capacity(scaleout)
+        capacity = planned_capacity(a, scaleout)
         above = np.flatnonzero(forecast > capacity)
         valid_s = float(above[0]) if len(above) else float(len(forecast))
         saved_ws = (current - scaleout) * valid_s
@@ -223,6 +237,21 @@ class ProactivePolicy:
             "idle",
             (f"idle: {load}", "no scale-out recovers within the target: keep the current one"),
         )
+
+
+def planned_capacity(a: Assessment, scaleout: int) -> float:
+    """The capacity to plan with: measured at the running scale-out, elsewhere the model's prediction
+    lowered by how far its predictions have been too high (`Assessment.capacity_overestimate`)."""
+    capacity = a.capacity(scaleout)
+    return capacity if scaleout == a.current_scaleout else capacity / a.capacity_overestimate
+
+
+def _lowered(a: Assessment, scaleout: int) -> str:
+    if scaleout == a.current_scaleout or a.capacity_overestimate == 1.0:
+        return ""
+    return (
+        f" (predicted {a.capacity(scaleout):.0f} / {a.capacity_overestimate:.3f}, the model's track record)"
+    )
 
 
 def _idle(average_rps: float, next_loop_max_rps: float, backlog_records: float, interval_s: float) -> bool:

@@ -320,6 +320,10 @@ class Assessment:
     """The highest load the previous forecast's upper bound allowed for those same seconds (NaN when no
     previous forecast covers them): a recent load above it left the forecast interval — a surge."""
 
+    capacity_overestimate: float = 1.0
+    """Factor (>= 1) by which the capacity estimates at scale-outs the job was not running have been above
+    what those scale-outs showed once they ran (capacity/track_record.py): the plan divides them by it."""
+
     def __post_init__(self) -> None:
         for name in ("forecast_rps", "forecast_upper_rps"):
             if getattr(self, name) is not None:

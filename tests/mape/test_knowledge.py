@@ -26,6 +26,8 @@ def _learned_knowledge() -> Knowledge:
     knowledge.capacity.estimate(windows, 3, 6, 60.0)
     knowledge.iteration, knowledge.last_time_s, knowledge.last_rescale_s = 7, 420.0, 300.0
     knowledge.last_target_scaleout = 3
+    knowledge.track_record.observe(300.0, 2, {2: 20e3, 3: 33e3}, trusted=True)
+    knowledge.track_record.observe(360.0, 3, {2: 20e3, 3: 30e3}, trusted=True)  # pending: 33k for 3
     return knowledge
 
 
@@ -39,10 +41,12 @@ def test_round_trip_restores_capacity_and_loop_state(tmp_path: Path):
 
     restored = KnowledgeStore(path).load()
     saved, loaded = knowledge.to_state(), restored.to_state()
-    for part in ("loop", "capacity", "downtime", "recovery"):
+    for part in ("loop", "capacity", "downtime", "recovery", "track_record"):
         assert loaded[part] == saved[part], part
     assert list(restored.recent_decisions) == [decision]
     assert restored.capacity.workers["tm-1@3"].stats == knowledge.capacity.workers["tm-1@3"].stats
+    restored.track_record.observe(480.0, 3, {3: 30e3}, trusted=True)  # the comparison resumes
+    assert list(restored.track_record.ratios) == [pytest.approx(1.1)]
 
 
 def test_forecaster_downtimes_and_observed_recoveries_survive_a_restart(tmp_path: Path):
