@@ -7,10 +7,7 @@ rule that decided it:
 - ``only-if-necessary``: a rescale happened in the last `necessary_window_s` and the current capacity still
   carries the average load and the forecast until the next loop — keep it.
 - ``current-valid``: the smallest valid scale-out is the current one.
-- ``long-lived``: the smallest valid scale-out that also carries the whole forecast horizon: scaling in, its
-  mean; scaling out, its upper bound (where a scale-out up to the maximum carries it): a scale-out is a
-  restart that costs a stretch over the SLO, and sized for the mean it needs a second one whenever the rise
-  outruns the forecast (the ysb trace's ramps: three one-worker steps in 25 minutes).
+- ``long-lived``: the smallest valid scale-out that also carries the whole forecast horizon.
 - ``idle``: no load arrives, none is forecast until the next loop and nothing waits: the smallest
   scale-out whose restart meets the recovery target (with nothing to catch up, its downtime), kept while
   idle. An idle job teaches no capacity (0 > 0 fails every candidate), so without this rule it would fall
@@ -78,10 +75,10 @@ class ProactivePolicy:
         average = a.workload_avg_rps
         next_loop_max = _peak(forecast, self.loop_interval_s)
         next_loop_upper = _peak(upper, self.loop_interval_s)
-        horizon_max, horizon_upper = float(forecast.max()), float(upper.max())
+        horizon_max = float(forecast.max())
         load = (
             f"average {average:.0f} rps, forecast max {next_loop_max:.0f} (upper {next_loop_upper:.0f}) "
-            f"next loop / {horizon_max:.0f} (upper {horizon_upper:.0f}) horizon"
+            f"next loop / {horizon_max:.0f} horizon"
         )
 
         if _idle(average, next_loop_max, a.backlog_records, self.loop_interval_s):
@@ -104,7 +101,6 @@ class ProactivePolicy:
 
         skipped: list[str] = []
         not_worth: list[str] = []
-        carrying_mean: tuple[int, str] | None = None
         for scaleout in range(self.min_scaleout, self.max_scaleout + 1):
             capacity = planned_capacity(a, scaleout)
             if not capacity > average:
@@ -133,17 +129,8 @@ class ProactivePolicy:
                 if not worth:
                     not_worth.append(why)
                     continue
-            if capacity > horizon_max and (scaleout < current or capacity > horizon_upper):
+            if capacity > horizon_max:
                 return scaleout, "long-lived", (chosen, load, *skipped[-3:])
-            if capacity > horizon_max and carrying_mean is None:
-                carrying_mean = (scaleout, chosen)
-        if carrying_mean is not None:  # nothing up to the maximum carries the upper bound: the mean then
-            scaleout, chosen = carrying_mean
-            return (
-                scaleout,
-                "long-lived",
-                (chosen, load, f"no scale-out carries the upper bound {horizon_upper:.0f}"),
-            )
         short = sum(1 for n in range(self.min_scaleout, self.max_scaleout + 1) if not a.capacity(n) > average)
         return (
             self.max_scaleout,

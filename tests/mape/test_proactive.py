@@ -163,23 +163,3 @@ def test_predictions_are_lowered_by_the_model_s_track_record_the_running_capacit
     # the running scale-out's capacity is measured: 3 at 28.5k stays valid whatever the track record
     running = dataclasses.replace(_assessment(28_500, forecast, current=3), capacity_overestimate=1.1)
     assert _policy().propose(running, _knowledge())[:2] == (3, "current-valid")
-
-
-def test_a_scale_out_is_sized_for_the_horizon_s_upper_bound_a_scale_in_for_its_mean():
-    # a second restart costs another stretch over the SLO: scaling out, carry how high the load may go
-    forecast = np.linspace(30_000, 55_000, 900)
-    rising = _assessment(30_000, forecast, current=3)
-    assert _policy().propose(rising, _knowledge())[:2] == (6, "long-lived")
-    upper = dataclasses.replace(rising, forecast_upper_rps=forecast * 1.2)  # up to 66k
-    assert _policy().propose(upper, _knowledge())[:2] == (7, "long-lived")
-    # beyond the largest scale-out the upper bound is out of reach: the mean decides, as without it
-    out_of_reach = dataclasses.replace(rising, forecast_upper_rps=np.r_[forecast[:60], forecast[60:] * 3])
-    target, rule, reasons = _policy().propose(out_of_reach, _knowledge())
-    assert (target, rule) == (6, "long-lived") and any("no scale-out carries" in r for r in reasons)
-    # scaling in, the mean horizon decides (the near term's upper bound still guards it)
-    falling = np.full(900, 25_000.0)
-    high_upper = dataclasses.replace(
-        _assessment(25_000, falling, current=8),
-        forecast_upper_rps=np.r_[np.full(60, 26_000.0), np.full(840, 45_000.0)],
-    )
-    assert _policy().propose(high_upper, _knowledge())[:2] == (3, "long-lived")
