@@ -102,7 +102,7 @@ class ProactivePolicy:
         skipped: list[str] = []
         not_worth: list[str] = []
         for scaleout in range(self.min_scaleout, self.max_scaleout + 1):
-            capacity = planned_capacity(a, scaleout)
+            capacity = a.planned_capacity(scaleout)
             if not capacity > average:
                 continue
             recovery_s = a.recovery_s.get(scaleout, math.inf)
@@ -131,7 +131,9 @@ class ProactivePolicy:
                     continue
             if capacity > horizon_max:
                 return scaleout, "long-lived", (chosen, load, *skipped[-3:])
-        short = sum(1 for n in range(self.min_scaleout, self.max_scaleout + 1) if not a.capacity(n) > average)
+        short = sum(
+            1 for n in range(self.min_scaleout, self.max_scaleout + 1) if not a.planned_capacity(n) > average
+        )
         return (
             self.max_scaleout,
             "max-scaleout",
@@ -160,7 +162,7 @@ class ProactivePolicy:
         )
         needed = level + piled_up / self.surge_drain_s
         target = next(
-            (n for n in range(current + 1, self.max_scaleout + 1) if planned_capacity(a, n) >= needed),
+            (n for n in range(current + 1, self.max_scaleout + 1) if a.planned_capacity(n) >= needed),
             self.max_scaleout,
         )
         if target <= current:
@@ -171,7 +173,7 @@ class ProactivePolicy:
             "surge",
             (
                 f"load {recent:.0f} rps over the last seconds > {seen} and > capacity({current}) = {capacity_now:.0f}",
-                f"capacity({target}) = {planned_capacity(a, target):.0f} ≥ {needed:.0f} rps: {level:.0f} plus "
+                f"capacity({target}) = {a.planned_capacity(target):.0f} ≥ {needed:.0f} rps: {level:.0f} plus "
                 f"{piled_up:.0f} records drained within {self.surge_drain_s:.0f} s",
             ),
         )
@@ -187,7 +189,7 @@ class ProactivePolicy:
         the smaller scale-out within the horizon, the same for the scale-out back. Expected values: the
         upper bound already guards the near term (the candidate must carry it until recovered)."""
         current = a.current_scaleout
-        capacity = planned_capacity(a, scaleout)
+        capacity = a.planned_capacity(scaleout)
         above = np.flatnonzero(forecast > capacity)
         valid_s = float(above[0]) if len(above) else float(len(forecast))
         saved_ws = (current - scaleout) * valid_s
@@ -224,13 +226,6 @@ class ProactivePolicy:
             "idle",
             (f"idle: {load}", "no scale-out recovers within the target: keep the current one"),
         )
-
-
-def planned_capacity(a: Assessment, scaleout: int) -> float:
-    """The capacity to plan with: measured at the running scale-out, elsewhere the model's prediction
-    lowered by how far its predictions have been too high (`Assessment.capacity_overestimate`)."""
-    capacity = a.capacity(scaleout)
-    return capacity if scaleout == a.current_scaleout else capacity / a.capacity_overestimate
 
 
 def _lowered(a: Assessment, scaleout: int) -> str:

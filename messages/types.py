@@ -332,6 +332,12 @@ class Assessment:
     def capacity(self, scaleout: int) -> float:
         return self.capacities_rps.get(scaleout, float("nan"))
 
+    def planned_capacity(self, scaleout: int) -> float:
+        """The capacity to plan with: as measured at the running scale-out, elsewhere the model's prediction
+        lowered by how far its predictions have been too high (`capacity_overestimate`)."""
+        capacity = self.capacity(scaleout)
+        return capacity if scaleout == self.current_scaleout else capacity / self.capacity_overestimate
+
 
 RECENT_S = 15
 """Seconds the recent input rate averages over (`Assessment.workload_recent_rps`)."""
