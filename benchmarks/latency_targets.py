@@ -5,11 +5,12 @@ treat a hot key?
 Per topology × shared trace: foresail with `scaling.objective: latency` and the target, then static
 deployments from small to large until one holds the target in ≥ 99% of the seconds (static runs need no
 forecast and are quick). The hot-key job (`--hot-key`): foresail (latency and recovery objectives)
-against the Flink Kubernetes Operator's autoscaler: workers, seconds over the SLO, and whether the skew
-was named.
+against the Flink Kubernetes Operator's autoscaler (its utilization target swept with
+`--operator-targets`): workers, seconds over the SLO, and whether the skew was named.
 
 Usage: python benchmarks/latency_targets.py [--cells single:sine,wordcount:ysb] [--target-ms 2000]
-       [--granularity job|vertex] [--hot-key sine [--hot-key-reference 24]] [--jobs 2] [--json FILE]
+       [--granularity job|vertex] [--hot-key sine [--hot-key-reference 24] [--seeds 3]
+       [--operator-targets 0.5,0.9]] [--jobs 2] [--json FILE]
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import json
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+
+import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -48,8 +51,9 @@ KEPT = (
 
 def run(task: tuple) -> dict:
     topology, trace, policy, objective, static_n, target_ms, granularity, *sizing = task
+    twin = dict(sizing)
     data = {
-        "twin": {"workload": str(WORKLOADS / TRACES[trace]), "topology": topology, **dict(sizing)},
+        "twin": {"workload": str(WORKLOADS / TRACES[trace]), "topology": topology, **twin},
         "scaling": {
             "policy": policy,
             "objective": objective,
@@ -61,10 +65,17 @@ def run(task: tuple) -> dict:
     if static_n is not None:
         data["baselines"] = {"static_scaleout": static_n}
         data["twin"]["initial_scaleout"] = static_n
-    summary = simulate(parse_config(data, "latency benchmark"))
-    return {"topology": topology, "trace": trace, "static_n": static_n, "granularity": granularity} | {
-        k: summary.get(k) for k in KEPT
-    }
+    summary = simulate(parse_config(data, "latency benchmark"), keep_series=True)
+    workers = summary["series"]["workers"]
+    return {
+        "topology": topology,
+        "trace": trace,
+        "static_n": static_n,
+        "granularity": granularity,
+        "seed": twin.get("seed", 0),
+        "workers_p95": float(np.percentile(workers, 95)),
+        "workers_max": int(workers.max()),
+    } | {k: summary.get(k) for k in KEPT}
 
 
 def smallest_static(
@@ -110,16 +121,20 @@ def cells(spec: str, target_ms: float, granularity: str, jobs: int) -> list[dict
     return rows
 
 
-def hot_key(trace: str, target_ms: float, jobs: int, reference: int | None) -> list[dict]:
-    """foresail and the Flink operator on the hot-key job; with `reference` the twin is sized so that
-    `reference` workers carry the peak exactly (above 18: no allowed scale-out carries it)."""
+def hot_key(
+    trace: str, target_ms: float, jobs: int, reference: int | None, seeds: int, operator_targets: list[str]
+) -> list[dict]:
+    """foresail and the Flink operator (at its default and at each of `operator_targets`) on the hot-key
+    job; with `reference` the twin is sized so that `reference` workers carry the peak exactly (above 18:
+    no allowed scale-out carries it)."""
     sizing = (("reference_scaleout", reference), ("headroom", 0.0)) if reference else ()
+    runs = [("foresail", "latency"), ("foresail", "recovery"), ("flink-operator", "recovery")]
+    runs += [(f"flink-operator-u{u}", "recovery") for u in operator_targets]
     tasks = [
-        ("hot-key", trace, "foresail", "latency", None, target_ms, "job", *sizing),
-        ("hot-key", trace, "flink-operator", "recovery", None, target_ms, "job", *sizing),
+        ("hot-key", trace, policy, objective, None, target_ms, "job", *sizing, ("seed", seed))
+        for seed in range(seeds)
+        for policy, objective in runs
     ]
-    if not reference:
-        tasks.insert(1, ("hot-key", trace, "foresail", "recovery", None, target_ms, "job"))
     with ProcessPoolExecutor(max_workers=jobs, initializer=limit_blas_threads) as pool:
         results = list(pool.map(run, tasks))
     for result in results:
@@ -151,14 +166,27 @@ def print_cells(rows: list[dict], target_ms: float, granularity: str) -> None:
 
 
 def print_hot_key(results: list[dict]) -> None:
-    print("\nHot-key job")
-    print("| policy | objective | avg workers | s over SLO | target met | skew δ max | skew named |")
-    print("|---|---|---|---|---|---|---|")
+    print("\nHot-key job (per seed, then the mean)")
+    print(
+        "| policy | objective | seed | avg workers | p95 / max workers | s over SLO | target met | skew δ max "
+        "| skew named |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    means = {}
     for r in results:
         print(
-            f"| {r['policy']} | {r['objective']} | {r['avg_workers']:.2f} | {r['seconds_over_slo']} | "
+            f"| {r['policy']} | {r['objective']} | {r['seed']} | {r['avg_workers']:.2f} | "
+            f"{r['workers_p95']:.0f} / {r['workers_max']} | {r['seconds_over_slo']} | "
             f"{r['latency_target_met_share']} | {r['skew_imbalance_max']} | "
             f"{', '.join(r['skew_named_vertices'] or []) or '-'} |"
+        )
+        means.setdefault((r["policy"], r["objective"]), []).append(r)
+    for (policy, objective), rs in means.items():
+        print(
+            f"| {policy} | {objective} | mean | {np.mean([r['avg_workers'] for r in rs]):.2f} | "
+            f"{np.mean([r['workers_p95'] for r in rs]):.1f} / {max(r['workers_max'] for r in rs)} | "
+            f"{np.mean([r['seconds_over_slo'] for r in rs]):.0f} | "
+            f"{np.mean([r['latency_target_met_share'] for r in rs]):.4f} | - | - |"
         )
 
 
@@ -180,12 +208,29 @@ def main() -> int:
         help="size the hot-key twin so that this many workers carry the peak exactly (e.g. 24: none of "
         "the allowed scale-outs does, and only the hot subtask's limit is left)",
     )
+    parser.add_argument("--seeds", type=int, default=1, help="twin seeds of the hot-key comparison")
+    parser.add_argument(
+        "--operator-targets",
+        default="",
+        help="hot-key comparison: also the Flink operator at these utilization targets (e.g. 0.5,0.6,0.8,0.9)",
+    )
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--json", type=Path, help="also write every run's figures here")
     args = parser.parse_args()
     limit_blas_threads()
     rows = cells(args.cells, args.target_ms, args.granularity, args.jobs) if args.cells else []
-    hot = hot_key(args.hot_key, args.target_ms, args.jobs, args.hot_key_reference) if args.hot_key else []
+    hot = (
+        hot_key(
+            args.hot_key,
+            args.target_ms,
+            args.jobs,
+            args.hot_key_reference,
+            args.seeds,
+            [u for u in args.operator_targets.split(",") if u],
+        )
+        if args.hot_key
+        else []
+    )
     if rows:
         print_cells(rows, args.target_ms, args.granularity)
     if hot:

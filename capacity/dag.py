@@ -27,7 +27,10 @@ counterpart of the job-level model's "average worker of the nearest scale-out"),
 per record changes with the state a subtask holds: once two or more parallelisms are seen, 1 / rate =
 a + b / p is fitted to their mean rates (a cost per record that grows with the keys held, and the keys
 held shrink as 1 / p); a fit that changes the cost by less than 10% over the parallelisms seen is noise
-(TaskManager speeds), and the rate is then taken as is.
+(TaskManager speeds), and the rate is then taken as is. A vertex whose rates are all weak (records per busy
+second at a light load, where an overhead not yet known can be most of the busy time: a lower bound, however
+far off) extrapolates from its highest bound instead, with no cost model: a source idling at 1% busy over
+12 subtasks must not teach that 8 subtasks carry a tenth of what 2 did.
 
 Input fractions: each vertex's selectivity (records out / in, decayed sums) gives its input ratio a_v
 (records per source record) by DS2's walk (Eq. 7–8) from the sources; each subtask's share of its vertex's
@@ -252,6 +255,8 @@ class DagModel:
     _tables: dict[str, dict[int, np.ndarray]] | None = field(default=None, repr=False, compare=False)
     _overhead: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
     """Per vertex (rates key), `_overheads()` as of the last rebuild of `_tables`."""
+    _strong: set[str] = field(default_factory=set, repr=False, compare=False)
+    """Vertices (rates keys) with a strong rate somewhere, as of the last rebuild of `_tables`."""
     _curves: dict[tuple, tuple[np.ndarray, list[str], np.ndarray]] = field(
         default_factory=dict, repr=False, compare=False
     )
@@ -402,7 +407,7 @@ class DagModel:
                 row = tables.setdefault(rid, {}).setdefault(p, np.full(p, np.nan))
                 if i < p and (sure or rid not in strong):  # a weak rate only where nothing better is known
                     row[i] = rate
-            self._tables = tables
+            self._tables, self._strong = tables, strong
         return self._tables.get(self._rid(vertex_id), {})
 
     def vertex_rates(self, graph: JobGraph, vertex_id: str, parallelism: int) -> tuple[np.ndarray, str]:
@@ -632,11 +637,16 @@ class _Extrapolation:
         self.model, self.graph, self.vertex_id = model, graph, vertex_id
         self.table = model._rate_table(vertex_id)
         self.known = sorted(p for p, row in self.table.items() if np.isfinite(row).any())
+        self.bounds_only = model._rid(vertex_id) not in model._strong
         self.fills: dict[int, float] = {}
-        self.state = self._state_model()
+        self.state = None if self.bounds_only else self._state_model()
 
     def rates(self, parallelism: int) -> tuple[np.ndarray, str]:
         rates = self.table.get(parallelism, np.full(parallelism, np.nan))
+        if self.bounds_only and self.known:  # lower bounds: the highest seen is the closest anywhere
+            highest = self._binding_rate(max(self.known, key=self._binding_rate))
+            kind = "observed" if np.isfinite(rates).all() else "nearest"
+            return np.fmax(rates, highest), kind
         if np.isfinite(rates).all():
             return rates, "observed"
         if not self.known:

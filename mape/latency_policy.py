@@ -42,7 +42,7 @@ from capacity.regression import RegressionStats
 from mape.extensions import ObservingExtension
 from mape.knowledge import Knowledge
 from mape.plan import ConfigurationPolicy, Policy, Proposal
-from mape.skew import skew_of
+from mape.skew import VertexSkew, skew_of
 from mape.vertex_plan import LatencyTerms, VertexPolicy
 from messages.types import Assessment, Observation, VertexAssessment
 
@@ -210,7 +210,7 @@ def latency_need(a: Assessment, knowledge: Knowledge, target_s: float, max_scale
         scaleout = max(allocation.cores)
         shared = shared_core_scaleout(queues, scaleout, max_scaleout)
         if shared is None:
-            hot = _hot_limited(knowledge, queues, max_scaleout, shared_core=True)
+            hot = _hot_limited(a, knowledge, queues, max_scaleout, shared_core=True)
             if hot is not None:
                 return LatencyNeed(hot[1], (summary, hot[2]), hot_key_limit=True)
             return LatencyNeed(
@@ -219,7 +219,7 @@ def latency_need(a: Assessment, knowledge: Knowledge, target_s: float, max_scale
         if shared > scaleout:
             summary += f"; the vertices share each TaskManager's core: {shared} keep every core below 100%"
         return LatencyNeed(shared, (summary,))
-    hot = _hot_limited(knowledge, queues, max_scaleout)
+    hot = _hot_limited(a, knowledge, queues, max_scaleout)
     if hot is not None:
         name, useful, text = hot
         others = [k for q, k in zip(queues, allocation.cores, strict=True) if q.name != name]
@@ -248,7 +248,7 @@ def shared_core_scaleout(queues: list[Station], start: int, max_scaleout: int) -
 
 
 def _hot_limited(
-    knowledge: Knowledge, queues: list[Station], max_scaleout: int, shared_core: bool = False
+    a: Assessment, knowledge: Knowledge, queues: list[Station], max_scaleout: int, shared_core: bool = False
 ) -> tuple[str, int, str] | None:
     """A keyed vertex that no parallelism stabilises because of its hot key group, the parallelism beyond
     which its hot subtask gains nothing, and the sentence that names the skew."""
@@ -262,7 +262,7 @@ def _hot_limited(
             continue
         if not shared_core and math.isfinite(queue.sojourn_s(max_scaleout)):
             continue
-        useful = known.useful_parallelism(max_scaleout)
+        useful = _useful(a, known, max_scaleout)
         text = (
             f"skew: {known.describe()}; no parallelism up to {max_scaleout} carries the forecast on its hot "
             f"subtask{CORE if shared_core else ''} (≥ {known.hot_subtask_share(max_scaleout):.0%} of its "
@@ -280,8 +280,17 @@ def _hot_bottleneck(a: Assessment, knowledge: Knowledge, max_scaleout: int) -> t
     known = skew.by_name().get(a.bottleneck_vertex) if skew is not None and a.bottleneck_vertex else None
     if known is None or not known.persistent:
         return None
-    useful = known.useful_parallelism(max_scaleout)
+    useful = _useful(a, known, max_scaleout)
     return useful, f"skew: {known.describe()}; beyond {useful} its hot subtask gains nothing"
+
+
+def _useful(a: Assessment, known: VertexSkew, max_scaleout: int) -> int:
+    """Where more workers stop adding capacity: from the capacities (the per-vertex model behind them fits
+    the key groups' loads over every parallelism seen), else from the hot key group's estimate, which
+    takes the other groups as even."""
+    if any(math.isfinite(a.capacity(n)) for n in range(1, max_scaleout + 1)):
+        return a.most_capacity_scaleout(1, max_scaleout)
+    return known.useful_parallelism(max_scaleout)
 
 
 class LatencyObjective:

@@ -12,7 +12,8 @@ rule that decided it:
   scale-out whose restart meets the recovery target (with nothing to catch up, its downtime), kept while
   idle. An idle job teaches no capacity (0 > 0 fails every candidate), so without this rule it would fall
   through to ``max-scaleout``, and flap between two small scale-outs.
-- ``max-scaleout``: nothing smaller is valid.
+- ``max-scaleout``: nothing is valid: the most capacity there is, at the smallest scale-out that has it
+  (within 1%; beyond it a hot key group's subtask or a vertex at its max parallelism gains nothing).
 - ``surge``: the load of the last seconds left the forecast's upper bound and exceeds the current capacity:
   react now (also inside the stabilization window, `urgent`), to the smallest scale-out that carries that
   load, the next loop's upper bound and the backlog (with what piles up during the restart) drained within
@@ -35,7 +36,7 @@ import math
 import numpy as np
 
 from mape.knowledge import Knowledge
-from messages.types import Assessment
+from messages.types import CAPACITY_RESOLUTION, Assessment
 from recovery.downtime import direction_of
 
 IDLE_RPS = 1.0
@@ -134,11 +135,15 @@ class ProactivePolicy:
         short = sum(
             1 for n in range(self.min_scaleout, self.max_scaleout + 1) if not a.planned_capacity(n) > average
         )
+        most = a.most_capacity_scaleout(self.min_scaleout, self.max_scaleout)
+        beyond = f"the most capacity is at {most}"
+        if most < self.max_scaleout:
+            beyond = f"beyond {most} more workers add < {CAPACITY_RESOLUTION:.0%} capacity ({a.capacity(most):.0f} rps)"
         return (
-            self.max_scaleout,
+            most,
             "max-scaleout",
             (
-                "no smaller scale-out is valid",
+                f"no scale-out is valid: {beyond}",
                 load,
                 f"{short} scale-outs with capacity ≤ average",
                 *skipped[-3:],

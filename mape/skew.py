@@ -23,7 +23,7 @@ import numpy as np
 from capacity.dag import key_group_owner, subtask_windows
 from mape.extensions import ObservingExtension
 from mape.knowledge import Knowledge
-from messages.types import Assessment, Observation
+from messages.types import CAPACITY_RESOLUTION, Assessment, Observation
 
 SKEW = "skew"
 IMBALANCE_THRESHOLD = 1.2
@@ -63,7 +63,7 @@ class VertexSkew:
         groups = math.ceil(self.max_parallelism / max(parallelism, 1))
         return min(1.0, self.hot_group_share + (groups - 1) * self.typical_group_share)
 
-    def useful_parallelism(self, max_parallelism: int, tolerance: float = 0.05) -> int:
+    def useful_parallelism(self, max_parallelism: int, tolerance: float = CAPACITY_RESOLUTION) -> int:
         """The smallest parallelism whose hot subtask's share is within `tolerance` of the least any
         parallelism up to `max_parallelism` reaches: beyond it the hot subtask gains (almost) nothing."""
         shares = {p: self.hot_subtask_share(p) for p in range(1, max_parallelism + 1)}

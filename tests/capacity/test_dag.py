@@ -84,6 +84,23 @@ def test_a_light_loads_ratio_stands_in_only_where_no_better_rate_is_known():
     assert (rates[0], kind) == (pytest.approx(800.0), "nearest")
 
 
+def test_a_vertex_known_only_from_light_loads_extrapolates_from_its_highest_bound():
+    # a source that is never busy: 12 subtasks at 32 records/s on 5 ms/s of timers (ratio 6,400), then 2
+    # subtasks at 4,000 records/s on 20 ms/s (ratio 200,000). Both are lower bounds of its rate; the
+    # nearest one (12) must not make 8 or 12 subtasks carry less than 2 did.
+    model = DagModel()
+    learn(model, chain(12), [series("v0", i, 32.0, 0.005) for i in range(12)])
+    learn(model, chain(2), [series("v0", i, 4_000.0, 0.02) for i in range(2)])
+    for parallelism, kind in ((8, "nearest"), (12, "observed"), (1, "nearest")):
+        rates, got = model.vertex_rates(chain(parallelism), "v0", parallelism)
+        assert got == kind and rates == pytest.approx(np.full(parallelism, 200_000.0))
+    capacity, _ = model.vertex_capacity_rps(chain(12), "v0", 12, 1.0)
+    assert capacity == pytest.approx(12 * 200_000.0, rel=1e-4)
+    # a strong rate anywhere ends it: the nearest parallelism seen decides again
+    learn(model, chain(3), [series("v0", i, 900.0, 0.5) for i in range(3)])
+    assert model.vertex_rates(chain(4), "v0", 4)[0] == pytest.approx(np.full(4, 1_800.0))
+
+
 def test_samples_of_subtasks_that_no_longer_exist_are_dropped():
     graph = chain(2)  # the vertex runs at 2 now; subtask 2 is left over from a deployment at 3
     subtasks = [series("v0", i, 100.0, 0.25) for i in range(2)] + [series("v0", 2, 999.0, 0.99)]

@@ -20,7 +20,7 @@ from mape.latency_policy import (
 )
 from mape.proactive import ProactivePolicy
 from mape.skew import SKEW, SkewKnowledge, VertexSkew, hot_key_group
-from messages.types import Assessment, VertexAssessment
+from messages.types import CAPACITY_RESOLUTION, Assessment, VertexAssessment
 
 NOW_S = 50_000.0
 
@@ -61,6 +61,13 @@ def _assessment(
         recovery_s=dict.fromkeys(capacities, recovery_s),
         vertices=vertices,
     )
+
+
+def _hot(assessment: Assessment, count: VertexSkew, service_rps: float) -> Assessment:
+    """The assessment with the capacities of a model that knows the hot key group: the count vertex's hot
+    subtask limits the job."""
+    capacities = {n: service_rps / count.hot_subtask_share(n) for n in assessment.capacities_rps}
+    return replace(assessment, capacities_rps=capacities)
 
 
 def _objective(target_ms: float) -> LatencyObjective:
@@ -173,14 +180,15 @@ def test_a_persistent_hot_key_stops_the_scale_out_and_names_the_skew():
     )
     # the hot subtask carries ≥ 30% of 10,000 rps = 3,000 rps; one subtask processes 2,500: never stable
     vertices = (_vertex("parse", 5_000.0), _vertex("count", 2_500.0, keyed=True))
-    a = _assessment(10_000, vertices, current=8)
+    a = _hot(_assessment(10_000, vertices, current=8), skew.vertices["count"], 2_500.0)
     target, rule, reasons = _objective(2_000.0).propose(a, knowledge)
     useful = skew.vertices["count"].useful_parallelism(18)
+    assert useful == a.most_capacity_scaleout(1, 18)  # the estimate and the capacities agree here
     assert rule == "hot-key-limit" and target == max(useful, 3) < 18
     assert any("hottest key group carries ~30%" in r for r in reasons)
     # the useful parallelism is where the hot subtask's share stops falling
     shares = [skew.vertices["count"].hot_subtask_share(p) for p in range(1, 19)]
-    assert shares[useful - 1] <= min(shares) * 1.05 < shares[useful - 2]
+    assert shares[useful - 1] <= min(shares) * (1 + CAPACITY_RESOLUTION) < shares[useful - 2]
 
 
 def test_without_a_persistent_skew_an_infeasible_load_goes_to_the_max():
@@ -225,25 +233,46 @@ def test_a_hot_key_that_saturates_its_core_stops_at_the_useful_parallelism():
     # alone the hot subtask is stable (30% of 10,000 = 3,000 < 3,500 rps), but the parse subtask on its
     # TaskManager adds 10,000 / n / 5,000 of the core
     vertices = (_vertex("parse", 5_000.0), _vertex("count", 3_500.0, keyed=True))
-    target, rule, reasons = _objective(2_000.0).propose(_assessment(10_000, vertices, current=8), knowledge)
+    a = _hot(_assessment(10_000, vertices, current=8), skew.vertices["count"], 3_500.0)
+    target, rule, reasons = _objective(2_000.0).propose(a, knowledge)
     assert rule == "hot-key-limit" and target == skew.vertices["count"].useful_parallelism(18) < 18
     assert any("hot subtask's core" in r for r in reasons)
 
 
-def test_a_hot_bottleneck_caps_what_the_recovery_plan_wants():
+def test_a_hot_bottleneck_stops_the_recovery_plan_where_capacity_stops_growing():
     knowledge = Knowledge()
     skew = knowledge.extensions[SKEW] = SkewKnowledge()
     skew.vertices["count"] = VertexSkew(
         "count", 8, 128, 2.0, 2.0, windows_over=5, hot_group_share=0.3, typical_group_share=0.7 / 127
     )
-    # a huge backlog: no candidate recovers within the target, so Daedalus falls back to the max
+    # a huge backlog: no candidate recovers within the target, so Daedalus falls back to the most capacity
     a = replace(
         _assessment(5_000, (_vertex("count", 20_000.0, keyed=True),), current=8, recovery_s=5_000.0),
         bottleneck_vertex="count",
     )
-    assert ProactivePolicy(1, 18, 600.0, 60.0).propose(a, Knowledge())[0] == 18
-    target, rule, reasons = _objective(2_000.0).propose(a, knowledge)
+    hot = _hot(a, skew.vertices["count"], 20_000.0)
     useful = skew.vertices["count"].useful_parallelism(18)
-    assert (target, rule) == (useful, "hot-key-limit") and "max-scaleout wanted 18" in reasons[-1]
-    # without the skew the plan goes where Daedalus sends it
-    assert _objective(2_000.0).propose(replace(a, bottleneck_vertex="parse"), knowledge)[0] == 18
+    assert ProactivePolicy(1, 18, 600.0, 60.0).propose(hot, knowledge)[:2] == (useful, "max-scaleout")
+    assert _objective(2_000.0).propose(hot, knowledge)[0] == useful
+    # capacities that keep growing to 18 (no hot key in them): the estimate does not overrule them
+    assert _objective(2_000.0).propose(a, knowledge)[0] == 18
+
+
+def test_the_per_vertex_model_decides_where_the_hot_subtask_stops_gaining():
+    knowledge = Knowledge()
+    skew = knowledge.extensions[SKEW] = SkewKnowledge()
+    skew.vertices["count"] = VertexSkew(
+        "count", 8, 128, 2.0, 2.0, windows_over=5, hot_group_share=0.3, typical_group_share=0.7 / 127
+    )
+    # the estimate (other key groups even) stops at 16; the capacities, fitted on the real key-group
+    # loads, still see 17 gain 4% and 18 nothing more: they decide
+    capacities = {n: 8_000.0 + 100.0 * min(n, 17) + (300.0 if n >= 17 else 0.0) for n in range(1, 19)}
+    a = replace(
+        _assessment(5_000, (_vertex("count", 20_000.0, keyed=True),), current=8, recovery_s=5_000.0),
+        bottleneck_vertex="count",
+        capacities_rps=capacities,
+    )
+    assert skew.vertices["count"].useful_parallelism(18) == 16
+    target, rule, reasons = _objective(2_000.0).propose(a, knowledge)
+    assert (target, rule) == (17, "max-scaleout")
+    assert any("beyond 17 more workers add < 1% capacity" in r for r in reasons)

@@ -113,6 +113,18 @@ def test_max_scaleout_when_nothing_is_valid():
     assert (target, rule) == (12, "max-scaleout")
 
 
+def test_nothing_valid_stops_where_more_workers_add_no_capacity():
+    # a hot key group's subtask limits the job from 9 workers on: 90k rps, 9 and 10 within 1%, 11 and
+    # 12 no more (and one noisy prediction lower): the most capacity, at the fewest workers that have it
+    plateau = {n: min(n, 9) * PER_WORKER_RPS for n in range(1, 13)} | {10: 90_500.0, 11: 89_000.0}
+    assessment = dataclasses.replace(_assessment(500_000, 500_000.0), capacities_rps=plateau)
+    target, rule, reasons = _policy().propose(assessment, _knowledge())
+    assert (target, rule) == (9, "max-scaleout")
+    assert "beyond 9 more workers add < 1% capacity" in reasons[0]
+    # a capacity that keeps growing still sends the job to the max
+    assert _policy().propose(_assessment(500_000, 500_000.0), _knowledge())[0] == 12
+
+
 def test_unknown_capacities_and_recoveries_are_never_chosen():
     assessment = _assessment(
         25_000, 25_000.0, current=6, recovery={n: math.inf for n in range(1, 5)} | {5: 50.0}
