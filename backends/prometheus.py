@@ -11,6 +11,10 @@ The per-operator state signals (memory levels) are read with instant queries at 
 window (`$window` in a query). Their failures are logged, never made problems: without them the
 memory-aware policy falls back to a CPU-only decision, and the loop must not hold for that.
 
+The job's latency (`query_latency_ms`: by default the sources' FLIP-33 event-time lag; Flink's latency
+markers where enabled) is read on the same grid and optional the same way: the latency objective learns
+its model's correction from it, and without it the plan keeps the model as it is.
+
 The per-vertex view (the job graph from Flink's REST API, per-subtask task metrics on the same grid) is
 optional in the same way: when the REST API is down or some vertex reports nothing, the Observation has
 no job graph and no subtasks, a log line says why, and the analysis falls back to the job-level model.
@@ -218,6 +222,7 @@ class PrometheusMetricsSource:
         workers = _workers(grid, cpu, throughput, problems)
         operators, managed_mb = self._state(now_s, window_s, reading.unreachable)
         job_graph, subtasks = self._per_vertex(grid, reading.unreachable)
+        latency_ms = self._latency(grid, reading.unreachable)
         return Observation(
             time_s=float(now_s),
             window_s=float(window_s),
@@ -233,7 +238,36 @@ class PrometheusMetricsSource:
             managed_memory_mb=managed_mb,
             job_graph=job_graph,
             subtasks=subtasks,
+            latency_ms=latency_ms,
         )
+
+    def _latency(self, grid: np.ndarray, unreachable: str | None) -> np.ndarray | None:
+        """The job's latency in ms on the grid (the highest series where the query gives several); None,
+        logged, when it is not configured, not reported, or not plausible (negative)."""
+        query = self.config.query_latency_ms
+        if not query or unreachable is not None or not len(grid):
+            return None
+        reading = _Reading()
+        step = self.config.step_s
+        answer = reading.run("latency", lambda: self.client.range(query, grid[0], grid[-1], step))
+        why = "; ".join(reading.problems)
+        arrays: list[np.ndarray] = []
+        if answer is not None:
+            try:  # series one by one: latencies are not added up
+                series = answer if isinstance(answer, list) else [answer]
+                arrays = [parse_matrix([one], grid, step, None)[""] for one in series]
+            except BadAnswer as error:
+                why = f"unexpected answer: {error}"
+        if arrays:
+            latency = np.fmax.reduce(arrays)
+            if not np.isfinite(latency).any():
+                why = "only gaps (NaN) in the window"
+            elif np.nanmin(latency) < 0:
+                why = f"negative ({np.nanmin(latency):.0f} ms)"
+            else:
+                return latency
+        self.log.info("latency-not-read", why=why or "no series", query=query)
+        return None
 
     def _drop_carried(
         self,

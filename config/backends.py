@@ -55,6 +55,13 @@ class PrometheusConfig(_Section):
         "sum(flink_taskmanager_job_task_operator_pendingRecords)",
         description="Records waiting to be read (FLIP-33 pendingRecords summed; Kafka lag).",
     )
+    query_latency_ms: str = Field(
+        "max(flink_taskmanager_job_task_operator_currentEmitEventTimeLag)",
+        description="The job's latency in ms, what the latency objective learns its model's correction from "
+        "(FLIP-33: the sources' event-time lag, emit time - event time; with metrics.latency.interval set, "
+        "Flink's latency markers, e.g. max(flink_taskmanager_job_latency_source_id_operator_id_operator_"
+        "subtask_index_latency{quantile=\"0.5\"})). Optional: '' or no series and the model stays uncorrected.",
+    )
     query_parallelism: str = Field(
         "max(count by (task_name) (flink_taskmanager_job_task_numRecordsIn))",
         description="Parallelism the job runs at now (subtasks of its widest task).",

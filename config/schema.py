@@ -161,7 +161,17 @@ class ScalingConfig(Section):
         "stay within latency_target_ms over the forecast horizon (the recovery bound still applies).",
     )
     latency_target_ms: float = Field(
-        2000.0, gt=0, description="Mean end-to-end latency the 'latency' objective plans for."
+        2000.0,
+        gt=0,
+        description="End-to-end latency the 'latency' objective plans for (its mean or p99: "
+        "latency_target_stat).",
+    )
+    latency_target_stat: Literal["mean", "p99"] = Field(
+        "mean",
+        description="What latency_target_ms bounds: the mean latency, or its 99th percentile over a loop "
+        "window. The queueing model gives means; for p99 the correction it learns from the latency the job "
+        "shows maps the model's mean to the window's p99 (a stored correction of the other statistic is "
+        "dropped).",
     )
     granularity: Literal["job", "vertex"] = Field(
         "job",

@@ -124,7 +124,7 @@ def analysis_extensions(config: Config) -> tuple[AnalysisExtension, ...]:
     if config.capacity.model == "dag":
         extensions.append(SkewWatch())
     if latency_objective(config):
-        extensions.append(LatencyLearning())
+        extensions.append(LatencyLearning(config.scaling.latency_target_stat))
     if per_vertex(config):
         extensions.append(VertexWatch(config.capacity.idle_cpu, config.capacity.saturation_cpu))
     return tuple(extensions)

@@ -109,6 +109,7 @@ def _latency_summary(twin: Twin, config: Config, knowledge: Knowledge) -> dict[s
     summary: dict[str, object] = {
         "objective": config.scaling.objective,
         "latency_target_ms": config.scaling.latency_target_ms,
+        "latency_target_stat": config.scaling.latency_target_stat,
         "latency_target_met_share": round(float(met.mean()), 5) if len(met) else None,
     }
     state = knowledge.extensions.get(LATENCY)

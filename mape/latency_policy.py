@@ -14,7 +14,9 @@ The queueing model knows nothing of the latency outside the operators (Kafka fet
 timeouts) and assumes exponential service times. `LatencyLearning` learns a correction from the latency
 the job shows (`Observation.latency_ms`) in steady windows: observed = offset + model when the windows'
 model latencies have no spread, the regression line once they do; the plan meets the target through it,
-and the raw model's error is kept for the report.
+and the raw model's error is kept for the report. The job's latency is read as each window's mean, or
+with `scaling.latency_target_stat: p99` as its 99th percentile: the model gives means, the correction
+then maps them to the p99, and the target bounds that.
 
 Every rescale breaks a latency target for its recovery (the job is down, then catches up), so a voluntary
 scale-in is taken only when rescales are rare enough for the target to hold in `met_share` of the time:
@@ -58,7 +60,8 @@ class LatencyKnowledge:
     """The learned correction of the queueing model and how far the raw model was off."""
 
     fit: RegressionStats = field(default_factory=RegressionStats)
-    """x = the model's mean latency (s), y = the latency the job showed (s), over steady windows."""
+    """x = the model's mean latency (s), y = the latency the job showed (s, its `stat`), over steady
+    windows."""
     raw_errors: list[float] = field(default_factory=list)
     """|model − observed| / observed of the last windows (the raw model)."""
     corrected_errors: list[float] = field(default_factory=list)
@@ -67,6 +70,8 @@ class LatencyKnowledge:
     """observed − model of the last windows: their median is the offset (robust to a window that still
     held some catch-up)."""
     new_records: list = field(default_factory=list)
+    stat: str = "mean"
+    """What the job's latency is read as: the window's 'mean' or its 'p99'."""
 
     def corrected_s(self, model_s: float) -> float:
         """The latency the job is expected to show when the model says `model_s`."""
@@ -105,6 +110,7 @@ class LatencyKnowledge:
 
     def to_dict(self) -> dict:
         return {
+            "stat": self.stat,
             "fit": self.fit.to_dict(),
             "raw": self.raw_errors,
             "corrected": self.corrected_errors,
@@ -115,15 +121,30 @@ class LatencyKnowledge:
     def from_dict(cls, data: dict) -> LatencyKnowledge:
         fit = RegressionStats.from_dict(data["fit"]) if "fit" in data else RegressionStats()
         return cls(
-            fit, list(data.get("raw", [])), list(data.get("corrected", [])), list(data.get("residuals", []))
+            fit,
+            list(data.get("raw", [])),
+            list(data.get("corrected", [])),
+            list(data.get("residuals", [])),
+            stat=str(data.get("stat", "mean")),
         )
 
 
-def latency_of(knowledge: Knowledge) -> LatencyKnowledge:
+def latency_of(knowledge: Knowledge, stat: str | None = None) -> LatencyKnowledge:
+    """The learned correction; with `stat`, one for that statistic (another one's is dropped: it maps the
+    model to a different latency)."""
     state = knowledge.extensions.get(LATENCY)
-    if not isinstance(state, LatencyKnowledge):
-        state = knowledge.extensions[LATENCY] = LatencyKnowledge()
+    if not isinstance(state, LatencyKnowledge) or (stat is not None and state.stat != stat):
+        state = knowledge.extensions[LATENCY] = LatencyKnowledge(stat=stat or "mean")
     return state
+
+
+def shown_s(latency_ms: np.ndarray, stat: str) -> float:
+    """The latency a window shows, in seconds: the mean of its samples, or their 99th percentile (NaN
+    samples left out; NaN when none is left)."""
+    finite = latency_ms[np.isfinite(latency_ms)]
+    if not len(finite):
+        return math.nan
+    return float(np.percentile(finite, 99) if stat == "p99" else finite.mean()) / 1000.0
 
 
 def stations(
@@ -204,7 +225,8 @@ def latency_need(a: Assessment, knowledge: Knowledge, target_s: float, max_scale
     summary = (
         f"latency: at forecast peak {peak:.0f} rps the greedy gives "
         + ", ".join(f"{n}={k}" for n, k in need.items())
-        + f"; model {_ms(model_s)}, corrected {_ms(predicted)} vs target {target_s * 1000:.0f} ms"
+        + f"; model {_ms(model_s)}, corrected {_ms(predicted)} vs {correction.stat} target "
+        + f"{target_s * 1000:.0f} ms"
     )
     if allocation.met:
         scaleout = max(allocation.cores)
@@ -422,12 +444,16 @@ class VertexLatencyObjective:
 
 class LatencyLearning(ObservingExtension):
     """Analysis extension: learns the model's correction from the latency the job shows in steady windows
-    (no problems, running for a window past the warm-up, no backlog beyond a second of input)."""
+    (no problems, running for a window past the warm-up, no backlog beyond a second of input), read as the
+    window's mean or its p99 (`stat`)."""
+
+    def __init__(self, stat: str = "mean") -> None:
+        self.stat = stat
 
     def capacity_model(
         self, observation: Observation, knowledge: Knowledge, current: int
     ) -> CapacityModel | None:
-        latency_of(knowledge)
+        latency_of(knowledge, self.stat)
         return None
 
     def refine(self, observation: Observation, knowledge: Knowledge, assessment: Assessment) -> Assessment:
@@ -438,18 +464,17 @@ class LatencyLearning(ObservingExtension):
         settled_s = observation.window_s + knowledge.dag.settings.warmup_s
         if observation.uptime_s is None or observation.uptime_s < settled_s:
             return a  # the window still holds a restart's catch-up: not the steady state the model describes
-        shown = shown[np.isfinite(shown)]
+        observed_s = shown_s(shown, self.stat)
         rate = a.workload_avg_rps
-        if not len(shown) or not (rate > 0) or not (a.backlog_records <= rate):
+        if not math.isfinite(observed_s) or not (rate > 0) or not (a.backlog_records <= rate):
             return a
         queues = stations(a.vertices, knowledge, rate, a.current_scaleout)
         if not queues:
             return a
         running = {v.name: v.parallelism for v in a.vertices}  # per vertex: it may differ from the job's
         model_s = network_latency_s(queues, [running[q.name] for q in queues], rate)
-        observed_s = float(shown.mean()) / 1000.0
         if math.isfinite(model_s) and observed_s > 0:
-            latency_of(knowledge).learn(model_s, observed_s)
+            latency_of(knowledge, self.stat).learn(model_s, observed_s)
         return a
 
 

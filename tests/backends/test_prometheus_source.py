@@ -50,6 +50,7 @@ def _openmetrics() -> str:
     gauge("test_dup", {'{x="1"}': lambda t: 1, '{x="2"}': lambda t: 2})
     gauge("test_negative", {"": lambda t: -5})
     gauge("test_half", {'{tm_id="tm-a"}': lambda t: 7})
+    gauge("test_lag", {'{operator="a"}': lambda t: 200, '{operator="b"}': lambda t: 150 + 10 * i(t)})
     # tm-b stopped reporting 200 s before the end (no staleness marker: Prometheus carries it forward)
     stops = {'{tm_id="tm-b"}': STOPPED_AT}
     gauge("test_cpu_stops", {'{tm_id="tm-a"}': lambda t: 0.5, '{tm_id="tm-b"}': lambda t: 0.25}, stops)
@@ -90,6 +91,23 @@ def test_every_signal_is_read_onto_the_window_grid(prometheus):
     np.testing.assert_allclose(a.throughput_rps, 100 + (grid - T0) / STEP)
     assert (observation.backlog_records, observation.parallelism, observation.restarts) == (500, 2, 3)
     assert observation.uptime_s == pytest.approx(600)
+
+
+def test_the_latency_is_the_slowest_series_on_the_grid_and_optional(prometheus):
+    # the default query (the sources' event-time lag) finds nothing here: no latency, and no problem
+    assert PrometheusMetricsSource(_config(prometheus.url)).observe(T_END, 60).latency_ms is None
+    observation = PrometheusMetricsSource(_config(prometheus.url, query_latency_ms="test_lag")).observe(
+        T_END, 60
+    )
+    grid = np.arange(T_END - 55, T_END + 1, STEP, dtype=float)
+    assert observation.problems == ()
+    np.testing.assert_allclose(observation.latency_ms, np.maximum(200, 150 + 10 * (grid - T0) / STEP))
+    # negative, all NaN, broken: not read, never a problem that would hold the loop
+    for query in ("test_negative", "test_allnan", "sum(test_lag"):
+        observation = PrometheusMetricsSource(_config(prometheus.url, query_latency_ms=query)).observe(
+            T_END, 60
+        )
+        assert observation.latency_ms is None and observation.problems == ()
 
 
 def test_a_nan_sample_is_a_gap_in_the_series_not_a_problem(prometheus):

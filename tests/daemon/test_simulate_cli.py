@@ -123,6 +123,22 @@ def test_latency_objective_reports_the_target_share_and_the_skew(capsys, tmp_pat
     assert summary["latency_offset_s"] == pytest.approx(0.5, abs=0.2)
 
 
+def test_a_p99_latency_target_is_learned_from_the_windows_p99(capsys, tmp_path, recorded_workloads):
+    """The same 25 minutes with the target on the p99 (config file): the correction is learned from each
+    steady window's 99th percentile. The twin's steady latency is flat (its 0.5 s base, no queueing
+    spread within a window), so here that equals the mean's correction; the statistic's own arithmetic is
+    tested in tests/mape/test_latency_policy.py."""
+    trace = trace_head(recorded_workloads, "sine_60000_6h.csv", 1500, tmp_path)
+    config = tmp_path / "p99.yaml"
+    config.write_text("scaling:\n  latency_target_stat: p99\n", encoding="utf-8")
+    args = ("--workload", str(trace), "--topology", "hot-key", "--objective", "latency")
+    mean = _simulate(capsys, *args)
+    p99 = _simulate(capsys, *args, "--config", str(config))
+    assert (mean["latency_target_stat"], p99["latency_target_stat"]) == ("mean", "p99")
+    assert p99["latency_offset_s"] == pytest.approx(0.5, abs=0.05)
+    assert p99["latency_offset_s"] >= mean["latency_offset_s"]
+
+
 def test_latency_objective_per_vertex_plans_floors_and_prices_each_rescales_pause(
     capsys, two_hour_trace, tmp_path
 ):

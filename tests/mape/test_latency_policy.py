@@ -16,6 +16,7 @@ from mape.latency_policy import (
     LatencyObjective,
     latency_need,
     latency_of,
+    shown_s,
     vertex_latency_terms,
 )
 from mape.proactive import ProactivePolicy
@@ -276,3 +277,18 @@ def test_the_per_vertex_model_decides_where_the_hot_subtask_stops_gaining():
     target, rule, reasons = _objective(2_000.0).propose(a, knowledge)
     assert (target, rule) == (17, "max-scaleout")
     assert any("beyond 17 more workers add < 1% capacity" in r for r in reasons)
+
+
+def test_a_p99_target_reads_the_windows_99th_percentile_and_keeps_its_own_correction():
+    samples = np.r_[np.full(98, 500.0), 5_000.0, 5_000.0, np.nan]  # ms: two slow seconds in 100, a gap
+    assert shown_s(samples, "mean") == pytest.approx(0.59)
+    assert shown_s(samples, "p99") == pytest.approx(5.0)
+    assert math.isnan(shown_s(np.full(3, np.nan), "p99"))
+    knowledge = Knowledge()
+    latency_of(knowledge, "mean").learn(0.1, 0.6)
+    assert latency_of(knowledge).offset_s == pytest.approx(0.5)  # no statistic asked: the one stored
+    p99 = latency_of(knowledge, "p99")  # a mean's correction says nothing about the p99: dropped
+    assert p99.stat == "p99" and p99.fit.n == 0
+    p99.learn(0.1, 1.6)
+    again = LatencyKnowledge.from_dict(p99.to_dict())
+    assert again.stat == "p99" and again.offset_s == pytest.approx(1.5)
