@@ -159,6 +159,7 @@ class PrometheusMetricsSource:
         self.rest = rest
         """Where the job graph comes from; None = no per-vertex view."""
         self._per_vertex_missing: str | None = ""  # last reason logged ("" = nothing logged yet)
+        self._latency_missing: str | None = ""  # the same for the job's latency
 
     def observe(self, now_s: float, window_s: float) -> Observation:
         config, step = self.config, self.config.step_s
@@ -243,7 +244,7 @@ class PrometheusMetricsSource:
 
     def _latency(self, grid: np.ndarray, unreachable: str | None) -> np.ndarray | None:
         """The job's latency in ms on the grid (the highest series where the query gives several); None,
-        logged, when it is not configured, not reported, or not plausible (negative)."""
+        logged once, when it is not configured, not reported, or not plausible (negative)."""
         query = self.config.query_latency_ms
         if not query or unreachable is not None or not len(grid):
             return None
@@ -265,9 +266,20 @@ class PrometheusMetricsSource:
             elif np.nanmin(latency) < 0:
                 why = f"negative ({np.nanmin(latency):.0f} ms)"
             else:
+                self._log_latency(None)
                 return latency
-        self.log.info("latency-not-read", why=why or "no series", query=query)
+        self._log_latency(why or "no series")
         return None
+
+    def _log_latency(self, why: str | None) -> None:
+        """One line when the job's latency cannot be read (or the reason changes) and when it is back."""
+        if why == self._latency_missing:
+            return
+        if why is not None:
+            self.log.info("latency-not-read", reason=why, query=self.config.query_latency_ms)
+        elif self._latency_missing:
+            self.log.info("latency-back")
+        self._latency_missing = why
 
     def _drop_carried(
         self,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import structlog.testing
 
 from backends.prometheus import PrometheusMetricsSource
 from config.backends import PrometheusConfig
@@ -102,12 +103,13 @@ def test_the_latency_is_the_slowest_series_on_the_grid_and_optional(prometheus):
     grid = np.arange(T_END - 55, T_END + 1, STEP, dtype=float)
     assert observation.problems == ()
     np.testing.assert_allclose(observation.latency_ms, np.maximum(200, 150 + 10 * (grid - T0) / STEP))
-    # negative, all NaN, broken: not read, never a problem that would hold the loop
+    # negative, all NaN, broken: not read, never a problem that would hold the loop, said once
     for query in ("test_negative", "test_allnan", "sum(test_lag"):
-        observation = PrometheusMetricsSource(_config(prometheus.url, query_latency_ms=query)).observe(
-            T_END, 60
-        )
-        assert observation.latency_ms is None and observation.problems == ()
+        source = PrometheusMetricsSource(_config(prometheus.url, query_latency_ms=query))
+        with structlog.testing.capture_logs() as logs:
+            observations = [source.observe(T_END, 60) for _ in range(2)]
+        assert all(o.latency_ms is None and o.problems == () for o in observations)
+        assert [e["event"] for e in logs if e["event"].startswith("latency")] == ["latency-not-read"]
 
 
 def test_a_nan_sample_is_a_gap_in_the_series_not_a_problem(prometheus):
