@@ -158,8 +158,8 @@ class PrometheusMetricsSource:
         self.log = log or structlog.get_logger("foresail.prometheus")
         self.rest = rest
         """Where the job graph comes from; None = no per-vertex view."""
-        self._per_vertex_missing: str | None = ""  # last reason logged ("" = nothing logged yet)
-        self._latency_missing: str | None = ""  # the same for the job's latency
+        self._missing: dict[str, str | None] = {}
+        """Per optional signal, the reason last logged for its absence (None: logged as back)."""
 
     def observe(self, now_s: float, window_s: float) -> Observation:
         config, step = self.config, self.config.step_s
@@ -266,20 +266,10 @@ class PrometheusMetricsSource:
             elif np.nanmin(latency) < 0:
                 why = f"negative ({np.nanmin(latency):.0f} ms)"
             else:
-                self._log_latency(None)
+                self._say("latency", None)
                 return latency
-        self._log_latency(why or "no series")
+        self._say("latency", why or "no series", query=self.config.query_latency_ms)
         return None
-
-    def _log_latency(self, why: str | None) -> None:
-        """One line when the job's latency cannot be read (or the reason changes) and when it is back."""
-        if why == self._latency_missing:
-            return
-        if why is not None:
-            self.log.info("latency-not-read", reason=why, query=self.config.query_latency_ms)
-        elif self._latency_missing:
-            self.log.info("latency-back")
-        self._latency_missing = why
 
     def _drop_carried(
         self,
@@ -352,18 +342,20 @@ class PrometheusMetricsSource:
                     break
             else:
                 subtasks, why = subtask_series(graph, grid, metrics)
-        self._log_per_vertex(why)
+        self._say("per-vertex", why, fallback="job-level model")
         return (graph, subtasks) if why is None else (None, ())
 
-    def _log_per_vertex(self, why: str | None) -> None:
-        """One line when the per-vertex view goes missing (or its reason changes) and when it is back."""
-        if why == self._per_vertex_missing:
+    def _say(self, signal: str, why: str | None, **context: str) -> None:
+        """One line when an optional signal goes missing (or the reason changes), one when it is back."""
+        last = self._missing.get(signal, "")  # "": nothing logged yet
+        if why == last:
             return
+        missing, back, level = _SIGNAL_EVENTS[signal]
         if why is not None:
-            self.log.warning("per-vertex-metrics-missing", reason=why, fallback="job-level model")
-        elif self._per_vertex_missing:
-            self.log.info("per-vertex-metrics-back")
-        self._per_vertex_missing = why
+            getattr(self.log, level)(missing, reason=why, **context)
+        elif last:
+            self.log.info(back)
+        self._missing[signal] = why
 
     def _state(
         self, now_s: float, window_s: float, unreachable: str | None
@@ -427,6 +419,13 @@ class PrometheusMetricsSource:
         newest = newest_sample_s(arrays, grid)
         if newest is not None and now_s - newest > self.config.stale_after_s:
             problems.append(f"{name}: stale (newest sample {now_s - newest:.0f} s old)")
+
+
+_SIGNAL_EVENTS = {
+    "per-vertex": ("per-vertex-metrics-missing", "per-vertex-metrics-back", "warning"),
+    "latency": ("latency-not-read", "latency-back", "info"),
+}
+"""An optional signal's log events when it goes missing and comes back, and the level of the first."""
 
 
 def _workers(

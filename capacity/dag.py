@@ -637,16 +637,18 @@ class _Extrapolation:
         self.model, self.graph, self.vertex_id = model, graph, vertex_id
         self.table = model._rate_table(vertex_id)
         self.known = sorted(p for p, row in self.table.items() if np.isfinite(row).any())
-        self.bounds_only = model._rid(vertex_id) not in model._strong
         self.fills: dict[int, float] = {}
-        self.state = None if self.bounds_only else self._state_model()
+        bounds_only = model._rid(vertex_id) not in model._strong
+        self.highest_bound = (  # lower bounds only: the highest seen is the closest anywhere
+            max(map(self._binding_rate, self.known)) if bounds_only and self.known else None
+        )
+        self.state = None if bounds_only else self._state_model()
 
     def rates(self, parallelism: int) -> tuple[np.ndarray, str]:
         rates = self.table.get(parallelism, np.full(parallelism, np.nan))
-        if self.bounds_only and self.known:  # lower bounds: the highest seen is the closest anywhere
-            highest = self._binding_rate(max(self.known, key=self._binding_rate))
+        if self.highest_bound is not None:
             kind = "observed" if np.isfinite(rates).all() else "nearest"
-            return np.fmax(rates, highest), kind
+            return np.fmax(rates, self.highest_bound), kind
         if np.isfinite(rates).all():
             return rates, "observed"
         if not self.known:

@@ -310,9 +310,7 @@ def _useful(a: Assessment, known: VertexSkew, max_scaleout: int) -> int:
     """Where more workers stop adding capacity: from the capacities (the per-vertex model behind them fits
     the key groups' loads over every parallelism seen), else from the hot key group's estimate, which
     takes the other groups as even."""
-    if any(math.isfinite(a.capacity(n)) for n in range(1, max_scaleout + 1)):
-        return a.most_capacity_scaleout(1, max_scaleout)
-    return known.useful_parallelism(max_scaleout)
+    return a.most_capacity_scaleout(1, max_scaleout) or known.useful_parallelism(max_scaleout)
 
 
 class LatencyObjective:

@@ -135,7 +135,7 @@ class ProactivePolicy:
         short = sum(
             1 for n in range(self.min_scaleout, self.max_scaleout + 1) if not a.planned_capacity(n) > average
         )
-        most = a.most_capacity_scaleout(self.min_scaleout, self.max_scaleout)
+        most = a.most_capacity_scaleout(self.min_scaleout, self.max_scaleout) or self.max_scaleout
         beyond = f"the most capacity is at {most}"
         if most < self.max_scaleout:
             beyond = f"beyond {most} more workers add < {CAPACITY_RESOLUTION:.0%} capacity ({a.capacity(most):.0f} rps)"

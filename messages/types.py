@@ -338,15 +338,15 @@ class Assessment:
         capacity = self.capacity(scaleout)
         return capacity if scaleout == self.current_scaleout else capacity / self.capacity_overestimate
 
-    def most_capacity_scaleout(self, lowest: int, highest: int) -> int:
+    def most_capacity_scaleout(self, lowest: int, highest: int) -> int | None:
         """The smallest scale-out in [lowest, highest] whose capacity is within `CAPACITY_RESOLUTION` of the
         most any of them has: beyond it more workers add (almost) nothing — a hot key group's subtask, a
-        vertex at its max parallelism. `highest` when no capacity is known. The model's predictions are
+        vertex at its max parallelism. None when no capacity is known. The model's predictions are
         compared as they are: lowered by the track record (`planned_capacity`) they would all lose against
         the running scale-out's measured capacity, and the job would stay where it cannot keep up."""
         known = {n: c for n in range(lowest, highest + 1) if math.isfinite(c := self.capacity(n))}
         if not known:
-            return highest
+            return None
         most = max(known.values())
         return min(n for n, c in known.items() if c >= most * (1.0 - CAPACITY_RESOLUTION))
 
