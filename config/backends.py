@@ -59,8 +59,9 @@ class PrometheusConfig(_Section):
         "max(flink_taskmanager_job_task_operator_currentEmitEventTimeLag)",
         description="The job's latency in ms, what the latency objective learns its model's correction from "
         "(FLIP-33: the sources' event-time lag, emit time - event time; with metrics.latency.interval set, "
-        "Flink's latency markers, e.g. max(flink_taskmanager_job_latency_source_id_operator_id_operator_"
-        "subtask_index_latency{quantile=\"0.5\"})). Optional: '' or no series and the model stays uncorrected.",
+        "Flink's latency markers (a summary per source, operator and subtask), e.g. on Flink 2.3 max(flink_"
+        'taskmanager_job_task_latency_source_id_operator_id_operator_subtask_index_latency{quantile="0.99"}) '
+        "for a p99 target, quantile 0.5 for a mean one). Optional: '' or no series and the model stays uncorrected.",
     )
     query_parallelism: str = Field(
         "max(count by (task_name) (flink_taskmanager_job_task_numRecordsIn))",

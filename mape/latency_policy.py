@@ -46,7 +46,7 @@ from mape.knowledge import Knowledge
 from mape.plan import ConfigurationPolicy, Policy, Proposal
 from mape.skew import VertexSkew, skew_of
 from mape.vertex_plan import LatencyTerms, VertexPolicy
-from messages.types import Assessment, Observation, VertexAssessment
+from messages.types import Assessment, LatencyAssessment, Observation, VertexAssessment
 
 LATENCY = "latency"
 MET_SHARE = 0.99
@@ -456,24 +456,59 @@ class LatencyLearning(ObservingExtension):
 
     def refine(self, observation: Observation, knowledge: Knowledge, assessment: Assessment) -> Assessment:
         a = assessment
-        shown = observation.latency_ms
-        if shown is None or a.problems or a.warming_up or not a.vertices:
-            return a
+        correction = latency_of(knowledge, self.stat)
+        observed_s = (
+            math.nan if observation.latency_ms is None else shown_s(observation.latency_ms, self.stat)
+        )
+        model_s = self._model_s(a, knowledge)
+        predicted_s = correction.corrected_s(model_s) if math.isfinite(model_s) else math.nan
+        learned = self._steady(observation, knowledge, a) and math.isfinite(model_s) and observed_s > 0
+        if learned:
+            correction.learn(model_s, observed_s)
+        summary = correction.summary()
+        return replace(
+            a,
+            latency=LatencyAssessment(
+                self.stat,
+                _round_ms(observed_s),
+                _round_ms(model_s),
+                _round_ms(predicted_s),
+                learned,
+                correction.fit.n,
+                summary["latency_model_raw_error_pct"],
+                summary["latency_model_corrected_error_pct"],
+                _round_ms(correction.offset_s) if correction.residuals else None,
+            ),
+        )
+
+    @staticmethod
+    def _steady(observation: Observation, knowledge: Knowledge, a: Assessment) -> bool:
+        """A window the model describes: no problems, running for a window past the warm-up (no restart's
+        catch-up in it), no backlog beyond a second of input."""
+        if a.problems or a.warming_up or observation.uptime_s is None:
+            return False
         settled_s = observation.window_s + knowledge.dag.settings.warmup_s
-        if observation.uptime_s is None or observation.uptime_s < settled_s:
-            return a  # the window still holds a restart's catch-up: not the steady state the model describes
-        observed_s = shown_s(shown, self.stat)
+        return (
+            observation.uptime_s >= settled_s
+            and a.workload_avg_rps > 0
+            and a.backlog_records <= a.workload_avg_rps
+        )
+
+    @staticmethod
+    def _model_s(a: Assessment, knowledge: Knowledge) -> float:
+        """The raw model's mean latency at the window's load and the running parallelism of every vertex."""
         rate = a.workload_avg_rps
-        if not math.isfinite(observed_s) or not (rate > 0) or not (a.backlog_records <= rate):
-            return a
+        if not a.vertices or not (rate > 0):
+            return math.nan
         queues = stations(a.vertices, knowledge, rate, a.current_scaleout)
         if not queues:
-            return a
+            return math.nan
         running = {v.name: v.parallelism for v in a.vertices}  # per vertex: it may differ from the job's
-        model_s = network_latency_s(queues, [running[q.name] for q in queues], rate)
-        if math.isfinite(model_s) and observed_s > 0:
-            latency_of(knowledge, self.stat).learn(model_s, observed_s)
-        return a
+        return network_latency_s(queues, [running[q.name] for q in queues], rate)
+
+
+def _round_ms(seconds: float) -> float | None:
+    return round(seconds * 1000, 3) if math.isfinite(seconds) else None
 
 
 def _ms(seconds: float) -> str:

@@ -191,6 +191,7 @@ class MapeLoop:
             ]
             or None,
             **_memory_summary(assessment),
+            **({"latency": asdict(assessment.latency)} if assessment and assessment.latency else {}),
             dag=_dag_summary(assessment, skew_of(self.knowledge)),
             decision=decision.to_dict() if decision else None,
             executed=result.executed,

@@ -248,6 +248,31 @@ class MemoryAssessment:
 
 
 @dataclass(frozen=True)
+class LatencyAssessment:
+    """The latency side of an Assessment (the latency objective): what the job showed in the window, what
+    the queueing model says at the running configuration, and how far the raw model has been off."""
+
+    stat: str
+    """How the job's latency is read: the window's 'mean' or its 'p99'."""
+    shown_ms: float | None
+    """The window's latency as `stat` (None: the job's latency is not read)."""
+    model_ms: float | None
+    """The raw queueing model at the window's load and the running parallelism (None: unknown)."""
+    corrected_ms: float | None
+    """The model through the correction learned before this window."""
+    learned_from: bool
+    """Whether this window taught the correction (a steady one: no problems, past the warm-up, no backlog)."""
+    windows: int
+    """Steady windows the correction has learned from."""
+    raw_error_pct: float | None
+    """Median |raw model − shown| / shown over the last windows (None before the first)."""
+    corrected_error_pct: float | None
+    """The same for the correction known before each window (out of sample)."""
+    offset_ms: float | None
+    """Median of shown − model: the latency outside the operators' queues."""
+
+
+@dataclass(frozen=True)
 class VertexAssessment:
     """One vertex as the per-vertex analysis sees it (rates in records/s; source rates in source records/s)."""
 
@@ -303,6 +328,8 @@ class Assessment:
     """Per worker (same order), mean busy share of its time over the same samples (NaN if not reported)."""
     memory: MemoryAssessment | None = None
     """Memory levels and state signals; None when the analysis is not memory-aware."""
+    latency: LatencyAssessment | None = None
+    """The job's latency against the queueing model; None without the latency objective."""
     capacity_model: str = "job"
     """What bounds the capacity at the current scale-out: 'dag' (a vertex's true rate), 'cores' (a
     TaskManager's core, from its subtasks' busy time) or 'job' (the per-worker CPU lines)."""

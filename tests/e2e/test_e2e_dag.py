@@ -44,13 +44,14 @@ SINK_BOUND_WAIT_US = 5_000
 """The sink-bound configuration: 200 records/s per sink subtask, far below burn's ~1,000 on a quiet core."""
 CPU_BOUND_OVERLOAD_RPS = 3_000
 """Well above one burn subtask's ~1,000 records/s."""
+MARKERS = "flink_taskmanager_job_task_latency_source_id_operator_id_operator_subtask_index_latency"
+"""Flink 2.3's latency-marker histogram in Prometheus (per source, operator and subtask; a summary)."""
 
 
 @pytest.fixture(scope="module")
 def dag(tmp_path_factory) -> DagStack:
-    with chain_stack(
-        tmp_path_factory.mktemp("dag-stack"), DAG_FLINK_CONF, LIGHT_RPS, taskmanagers=2
-    ) as stack:
+    conf = {**DAG_FLINK_CONF, "metrics.latency.interval": "1000"}  # a latency marker per source and second
+    with chain_stack(tmp_path_factory.mktemp("dag-stack"), conf, LIGHT_RPS, taskmanagers=2) as stack:
         yield stack
 
 
@@ -111,6 +112,62 @@ def test_per_vertex_metrics_arrive_for_every_vertex_and_subtask(dag):
         "dag-metrics-arrive",
         {"scenario_s": round(time.monotonic() - started, 1), "vertices": summary([readings])},
     )
+
+
+def test_the_latency_objective_learns_its_correction_from_flinks_latency_markers(dag, tmp_path):
+    """Two recommend-only daemons with the latency objective read the job's latency from Flink's latency
+    markers (the median for a mean target, the 99th percentile for a p99 target) and learn how far the
+    queueing model is off; the learned correction predicts the next windows better than the raw model."""
+    started = time.monotonic()
+    _light(dag, 2)
+    daemons = {}
+    for stat, quantile in (("mean", "0.5"), ("p99", "0.99")):
+        config = daemon_config(dag.flink, dag.prometheus.url, tmp_path, {"kind": "prometheus+local-flink"})
+        config["target"]["recommend_only"] = True
+        config["scaling"].update(
+            policy="foresail", objective="latency", latency_target_ms=2000, latency_target_stat=stat
+        )
+        config["prometheus"]["query_latency_ms"] = f'max({MARKERS}{{quantile="{quantile}"}})'
+        config["knowledge"]["path"] = str(tmp_path / f"{stat}.sqlite")
+        daemons[stat] = DaemonProcess(config, tmp_path, f"latency-{stat}")
+    try:
+        learned = {stat: _learned_latency(daemon, windows=4) for stat, daemon in daemons.items()}
+    finally:
+        for daemon in daemons.values():
+            daemon.kill()
+    for stat, events in learned.items():
+        last = events[-1]
+        assert last["stat"] == stat
+        assert all(e["shown_ms"] > 0 for e in events), events
+        assert all(0 < e["model_ms"] < e["shown_ms"] for e in events), events  # the queues alone: less
+        assert last["offset_ms"] > 0
+        # out of sample, the correction predicts the job's latency better than the raw model
+        assert last["corrected_error_pct"] < last["raw_error_pct"], last
+    shown = {stat: float(np.median([e["shown_ms"] for e in events])) for stat, events in learned.items()}
+    assert shown["mean"] < 1_000, shown  # the median marker waits in network buffers: ms, not s
+    assert shown["p99"] >= shown["mean"], shown
+    record_figures(
+        "dag-latency-markers",
+        {
+            "scenario_s": round(time.monotonic() - started, 1),
+            "rps": LIGHT_RPS,
+            **{
+                stat: {k: events[-1][k] for k in ("shown_ms", "model_ms", "offset_ms", "raw_error_pct",
+                                                  "corrected_error_pct", "windows")}
+                for stat, events in learned.items()
+            },
+        },
+    )  # fmt: skip
+
+
+def _learned_latency(daemon: DaemonProcess, windows: int) -> list[dict]:
+    """The latency sections of the daemon's iterations once the correction learned from `windows` windows."""
+
+    def enough(event: dict) -> bool:
+        return ((event.get("latency") or {}).get("windows") or 0) >= windows
+
+    daemon.wait_event(enough, 180, f"the latency correction learned from {windows} windows")
+    return [e["latency"] for e in daemon.iterations() if (e.get("latency") or {}).get("learned_from")]
 
 
 def _saturate(dag: DagStack, tmp_path, name: str, overload_rps: float) -> tuple[list, float, DaemonProcess]:

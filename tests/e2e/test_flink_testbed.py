@@ -1,6 +1,7 @@
 """The Capacity Estimator on real local Flink (planning/flink_testbed.py): the load job's chain with a sink
-that waits 4 ms per record, so one slot carries 250 records/s by construction whatever the machine's
-load; the estimate must find that, and the per-vertex readings must show the sink as the busy vertex.
+that waits 4 ms per record, so one slot carries at most 250 records/s whatever the machine's load (a
+loaded machine wakes the wait late, so it can carry less: the sink's own true rate says how much); the
+estimate must find what the sink carries, and the per-vertex readings must show it as the busy vertex.
 
 The testbed starts its own cluster (its own ports) beside the session's; the job needs little CPU."""
 
@@ -34,15 +35,17 @@ def testbed(tmp_path_factory):
 def test_the_estimate_finds_the_sink_bound_capacity_of_one_slot(testbed):
     estimate = estimate_mst(testbed, 1, 64.0, QUICK)
 
-    assert estimate.mst_rps == pytest.approx(SINK_CAPACITY_RPS, rel=0.10)
+    vertices = {v.name: v for v in estimate.final.vertices}
+    store, burn = vertices["store: Writer"], vertices["burn"]
+    assert estimate.mst_rps == pytest.approx(store.true_rate_rps, rel=0.10), (
+        "the MST is what the sink carries"
+    )
+    assert 0.6 * SINK_CAPACITY_RPS < estimate.mst_rps < 1.1 * SINK_CAPACITY_RPS
     assert any(not t.passed for t in estimate.tests), "the search must have seen a failing rate"
     failed = min(t.rate_rps for t in estimate.tests if not t.passed)
     assert failed > estimate.mst_rps
-    vertices = {v.name: v for v in estimate.final.vertices}
     assert list(vertices) == ["Source: trace", "parse", "burn", "store: Writer"]
-    store, burn = vertices["store: Writer"], vertices["burn"]
     assert store.busyness > 0.8 > burn.busyness, "the waiting sink, not the burn, is the busy vertex"
-    assert store.true_rate_rps == pytest.approx(SINK_CAPACITY_RPS, rel=0.15)
     assert burn.key_groups == 128 and store.key_groups == 0, "keyed vertices are told apart by their edge"
     assert math.isnan(vertices["Source: trace"].busyness) or vertices["Source: trace"].busyness >= 0
 

@@ -9,10 +9,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from capacity.latency import Station, network_latency_s
 from mape.knowledge import Knowledge
 from mape.latency_policy import (
     LATENCY,
     LatencyKnowledge,
+    LatencyLearning,
     LatencyObjective,
     latency_need,
     latency_of,
@@ -21,7 +23,7 @@ from mape.latency_policy import (
 )
 from mape.proactive import ProactivePolicy
 from mape.skew import SKEW, SkewKnowledge, VertexSkew, hot_key_group
-from messages.types import CAPACITY_RESOLUTION, Assessment, VertexAssessment
+from messages.types import CAPACITY_RESOLUTION, Assessment, Observation, VertexAssessment
 
 NOW_S = 50_000.0
 
@@ -292,3 +294,34 @@ def test_a_p99_target_reads_the_windows_99th_percentile_and_keeps_its_own_correc
     p99.learn(0.1, 1.6)
     again = LatencyKnowledge.from_dict(p99.to_dict())
     assert again.stat == "p99" and again.offset_s == pytest.approx(1.5)
+
+
+def _window(latency_ms: np.ndarray | None, uptime_s: float = 10_000.0) -> Observation:
+    seconds = np.arange(NOW_S - 60, NOW_S)
+    return Observation(NOW_S, 60.0, seconds, np.full(60, 500.0), (), 0.0, 4, uptime_s, latency_ms=latency_ms)
+
+
+def test_steady_windows_teach_the_correction_and_every_window_reports_the_latency():
+    vertices = (_vertex("e1", 200.0), _vertex("e2", 500.0, ratio=2.0))  # 4 subtasks each at 500 rps
+    model_ms = 1000 * network_latency_s([Station("e1", 500, 200), Station("e2", 1_000, 500)], [4, 4], 500)
+    knowledge, learning, steady = Knowledge(), LatencyLearning(), _assessment(500, vertices)
+
+    first = learning.refine(_window(np.full(60, 50.0)), knowledge, steady).latency
+    assert (first.stat, first.shown_ms, first.learned_from, first.windows) == ("mean", 50.0, True, 1)
+    assert first.model_ms == pytest.approx(model_ms, abs=1e-3)
+    assert first.corrected_ms == first.model_ms  # nothing learned before this window
+    assert first.raw_error_pct == pytest.approx(100 * (50 - model_ms) / 50, abs=0.01)
+    assert first.offset_ms == pytest.approx(50 - model_ms, abs=1e-3)
+
+    second = learning.refine(_window(np.full(60, 50.0)), knowledge, steady).latency
+    assert second.corrected_ms == pytest.approx(50.0) and second.corrected_error_pct == pytest.approx(0.0)
+
+    catching_up = replace(steady, backlog_records=10 * 500.0)
+    for window, assessment in (
+        (_window(np.full(60, 900.0)), catching_up),  # a backlog: queues the model does not describe
+        (_window(np.full(60, 900.0), uptime_s=30.0), steady),  # a restart's catch-up in the window
+        (_window(None), steady),  # the job's latency is not read
+    ):
+        seen = learning.refine(window, knowledge, assessment).latency
+        assert not seen.learned_from and seen.windows == 2, seen
+    assert seen.shown_ms is None and seen.corrected_ms == pytest.approx(50.0)
