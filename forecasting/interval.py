@@ -11,6 +11,9 @@ The median ratio of the band's *mean* load to the forecast's mean corrects the f
 band (`central`): an ARIMA with drift fitted on a rising stretch keeps forecasting the rise long after the
 load turned, and a plan that sizes for the whole horizon on it pays for workers the load never needs.
 (Peaks would not do for this: the noise of the realized load lifts its peak above any smooth forecast.)
+That correction stays within ×1/2..×2 (`MAX_BIAS`): a forecast that was off by more is not biased, the load
+changed level under it (a ramp from an idle start, judged at tens of thousands of rps against forecasts made
+at a few hundred), and multiplying today's forecast by it extrapolates that change once more.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ import numpy as np
 
 BAND_S = 60
 """Lead-time bands are one loop long: the first band decides whether the next loop is carried."""
+MAX_BIAS = 2.0
+"""The central correction's bound either way (the module's docstring says why)."""
 
 
 class PeakErrors:
@@ -77,7 +82,7 @@ class PeakErrors:
 
     def central(self, rates_rps: np.ndarray) -> np.ndarray:
         """The forecast with its median bias per lead band taken out."""
-        return self._scaled(rates_rps, self.factors(0.5, of_means=True))
+        return self._scaled(rates_rps, np.clip(self.factors(0.5, of_means=True), 1 / MAX_BIAS, MAX_BIAS))
 
     def upper(self, rates_rps: np.ndarray) -> np.ndarray:
         """The forecast raised per lead band to its empirical upper bound (never below it)."""

@@ -38,6 +38,14 @@ def test_an_over_forecast_lowers_the_central_forecast_but_never_the_upper_bound(
     assert np.allclose(errors.central(forecast), 1_600.0)
 
 
+def test_a_change_of_level_is_not_a_bias_the_central_correction_stays_within_twofold():
+    forecast = np.full(HORIZON_S, 2_000.0)
+    ramp = _learned(3.5)  # forecasts made at a few hundred rps judged against a load that grew since
+    assert np.allclose(ramp.upper(forecast), 7_000.0)  # the upper bound still says how far it went
+    assert np.allclose(ramp.central(forecast), 2 * 2_000.0)
+    assert np.allclose(_learned(0.3).central(forecast), 2_000.0 / 2)
+
+
 def test_without_enough_judged_forecasts_nothing_is_corrected():
     errors = _learned(1.5, forecasts=5)  # 5 < min_samples per band
     forecast = np.full(HORIZON_S, 2_000.0)
