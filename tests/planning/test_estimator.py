@@ -33,7 +33,7 @@ def test_rates_double_until_the_first_failure_then_bisect():
 
 def test_timings_are_the_settings_and_the_count_is_capped():
     settings = EstimatorSettings(warmup_s=50, cooldown_s=5, ramp_s=7, observe_s=11, max_tests=3)
-    testbed = CurveTestbed(lambda slots, memory: 1e6)
+    testbed = CurveTestbed(lambda slots, memory: 1e6, max_rate_rps=1e6)  # no backlog: cooldowns as set
     estimate = estimate_mst(testbed, 2, 1.0, settings)
     assert len(estimate.tests) == 3
     assert testbed.seconds == estimate.testbed_s == 50 + 3 * (5 + 7 + 11)
@@ -46,3 +46,15 @@ def test_a_growing_backlog_fails_even_at_99_percent_of_the_rate():
     assert passed(steady, settings, 30.0)
     assert not passed(growing, settings, 30.0)
     assert not passed(PhaseReading(1000.0, 980.0, 0.0, 0.0), settings, 30.0)
+
+
+def test_a_cooldown_lasts_until_the_last_tests_backlog_drained():
+    settings = EstimatorSettings()  # the warm-up at 5x the MST leaves 480,000 records: 485 s to drain
+    testbed = CurveTestbed(lambda slots, memory: 1000.0, max_rate_rps=5000.0)
+    first = estimate_mst(testbed, 1, 1.0, settings).tests[0]
+    assert first.reading.pending_start <= 0.01 * first.rate_rps * settings.observe_s
+    capped = EstimatorSettings(max_drain_s=45)
+    estimate = estimate_mst(CurveTestbed(lambda slots, memory: 1000.0, max_rate_rps=5000.0), 1, 1.0, capped)
+    assert estimate.tests[0].reading.pending_start > 100_000  # at most 45 s of draining before each test
+    per_test = capped.ramp_s + capped.observe_s
+    assert estimate.testbed_s <= capped.warmup_s + len(estimate.tests) * (45 + per_test)
