@@ -6,10 +6,12 @@ low rate (the job drains what the last test left), an injection at the test rate
 measured (the job settles), and an observation. The cooldown is extended, a cooldown at a time, until the
 pending records are within what the next test may grow by (at most `max_drain_s`): a fixed cooldown
 shorter than the drain left the warm-up's backlog under the first tests (on real Flink with 3 s cooldowns,
-thousands of records), and a test run on a draining backlog measures the drain, not the rate. A test passes when the source achieved ≥ 99% of the
-injected rate and the pending records did not grow (by more than what the same 1% allows). The test
-rate doubles until the first failure, then bisects between the last pass and the last failure until the
-next rate is within 1% of the last one, or the count runs out. The MST is the highest passed rate.
+thousands of records), and a test run on a draining backlog measures the drain, not the rate.
+
+A test passes when the source achieved ≥ 99% of the injected rate and the pending records did not grow
+(by more than what the same 1% allows). The test rate doubles until the first failure, then bisects
+between the last pass and the last failure until the next rate is within 1% of the last one, or the count
+runs out. The MST is the highest passed rate.
 """
 
 from __future__ import annotations
