@@ -461,7 +461,7 @@ class LatencyLearning(ObservingExtension):
             math.nan if observation.latency_ms is None else shown_s(observation.latency_ms, self.stat)
         )
         model_s = self._model_s(a, knowledge)
-        predicted_s = correction.corrected_s(model_s) if math.isfinite(model_s) else math.nan
+        predicted_s = correction.corrected_s(model_s)  # NaN in, NaN out
         learned = self._steady(observation, knowledge, a) and math.isfinite(model_s) and observed_s > 0
         if learned:
             correction.learn(model_s, observed_s)
