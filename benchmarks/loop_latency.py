@@ -149,7 +149,9 @@ def analyze_plan_ms(workers: int, iterations: int, dag: bool = False) -> tuple[l
     knowledge.forecaster = _FixedForecaster(
         type(fixed)(0.0, np.full(horizon, PER_WORKER_RPS * 0.5 * workers), "fixed", "benchmark", None, 0)
     )
-    analyzer = Analyzer(config.scaling.max_scaleout, 30.0, 10.0, capacity_model="dag")
+    analyzer = Analyzer(
+        config.scaling.max_scaleout, 30.0, 10.0, capacity_model="dag", lag_slo_s=config.recovery.lag_slo_s
+    )
     plan = make_plan(config)
     graph = _job_graph() if dag else None
     timings, cpu_timings = [], []

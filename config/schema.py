@@ -67,7 +67,11 @@ class TwinConfig(Section):
         description="Job graph of the simulated job: a shipped topology (single, wordcount, ysb, session, "
         "io-sink; simulator/topologies/) or a YAML file of the same schema.",
     )
-    latency_slo_s: float = Field(30.0, gt=0, description="Latency SLO for `seconds_over_slo` in reports.")
+    latency_slo_s: float = Field(
+        30.0,
+        gt=0,
+        description="Latency SLO for `seconds_over_slo` in reports (the plan keeps recovery.lag_slo_s).",
+    )
     cpu_request_cores: float = Field(
         1.0,
         gt=0,
@@ -218,6 +222,21 @@ class ScalingConfig(Section):
 
 class RecoveryConfig(Section):
     target_s: float = Field(600.0, gt=0, description="Recovery-time target a scale-out must meet.")
+    lag_slo_s: float | None = Field(
+        30.0,
+        gt=0,
+        description="foresail plan: the lag (seconds the oldest waiting record has waited) the job is to "
+        "keep; a scale-out is valid only when its restart's lag is back within it within lag_catch_up_s of "
+        "the job resuming. Null: no lag SLO (Daedalus's recovery target alone).",
+    )
+    lag_catch_up_s: float = Field(
+        20.0,
+        ge=0,
+        description="foresail plan: the longest the lag may stay over lag_slo_s after a scale-out's "
+        "restart resumes. A restart that stops the job about as long as the SLO (reactive mode: ~30 s) "
+        "leaves it over the SLO for 1 / (1 - utilization) times the excess: this bounds the utilization "
+        "right after a scale-out.",
+    )
     anomaly_k: float = Field(
         2.5,
         gt=0,

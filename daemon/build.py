@@ -119,7 +119,12 @@ def analysis_extensions(config: Config) -> tuple[AnalysisExtension, ...]:
     extensions: list[AnalysisExtension] = []
     if levels is not None:
         extensions.append(
-            MemoryAnalysis(levels, config.scaling.max_scaleout, config.recovery.checkpoint_interval_s)
+            MemoryAnalysis(
+                levels,
+                config.scaling.max_scaleout,
+                config.recovery.checkpoint_interval_s,
+                config.recovery.lag_slo_s,
+            )
         )
     if config.capacity.model == "dag":
         extensions.append(SkewWatch())
@@ -158,6 +163,7 @@ def make_policy(config: Config) -> Policy:
             scaling.necessary_window_s,
             scaling.surge_drain_s,
             config.recovery.checkpoint_interval_s,
+            config.recovery.lag_catch_up_s,
         )
         if scaling.policy == "foresail-cpu-only":
             return proactive
@@ -224,6 +230,7 @@ def make_loop(
             forecasting=not is_baseline(config.scaling.policy),
             extensions=analysis_extensions(config),
             capacity_model=config.capacity.model,
+            lag_slo_s=config.recovery.lag_slo_s,
         ),
         make_plan(config),
         knowledge,

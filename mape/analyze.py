@@ -23,7 +23,7 @@ from mape.knowledge import Knowledge
 from mape.vertex_analysis import analyse_vertices, job_level_only, with_needed_parallelism
 from messages.types import RECENT_S, Assessment, Observation, WorkerSeries
 from recovery.downtime import direction_of
-from recovery.predict import predict_recoveries_s, replay_records
+from recovery.predict import predict_lag_catch_ups_s, predict_recoveries_s, replay_records
 
 
 class Analyzer:
@@ -41,8 +41,10 @@ class Analyzer:
         forecasting: bool = True,
         extensions: tuple[AnalysisExtension, ...] = (),
         capacity_model: str = "dag",
+        lag_slo_s: float | None = None,
     ) -> None:
         self.max_scaleout = max_scaleout
+        self.lag_slo_s = lag_slo_s
         self.extensions = extensions
         self.capacity_model = capacity_model
         """'dag': bound the job-level capacities by the per-vertex true rates where task metrics exist."""
@@ -110,13 +112,13 @@ class Analyzer:
         )
         knowledge.recovery.expire(observation.time_s)
         self._learn_recoveries(knowledge)
-        forecast, recovery_s = None, {}
+        forecast, recovery_s, lag_catch_up_s = None, {}, {}
         recent_rps, expected_upper_rps = _recent(observation), math.nan
         if self.forecasting:
             expected_upper_rps = _expected_upper(knowledge.forecaster.last_forecast, observation.time_s)
             knowledge.forecaster.observe(observation.input_timestamps_s, observation.input_rate_rps)
             forecast = knowledge.forecaster.forecast(observation.time_s)
-            recovery_s = self._recovery_per_candidate(
+            recovery_s, lag_catch_up_s = self._recovery_per_candidate(
                 observation, capacities_rps, forecast.planned_rps, backlog, current, knowledge
             )
         vertices = view.vertices
@@ -140,6 +142,7 @@ class Analyzer:
             forecast_reason=forecast.reason if forecast else "",
             forecast_wape=forecast.last_wape if forecast else None,
             recovery_s=recovery_s,
+            lag_catch_up_s=lag_catch_up_s,
             warming_up=not windows,
             problems=tuple(problems),
             cpu_utilization=float(np.mean([w.cpu_mean for w in windows])) if windows else math.nan,
@@ -165,24 +168,28 @@ class Analyzer:
         backlog_records: float,
         current: int,
         knowledge: Knowledge,
-    ) -> dict[int, float]:
-        """Predicted recovery (s) of a restart at each candidate scale-out (the current one: a failure)."""
+    ) -> tuple[dict[int, float], dict[int, float]]:
+        """Per candidate scale-out (the current one: a failure), the predicted recovery (s) of a restart
+        there and, with a lag SLO, the seconds its lag stays over the SLO after the resume."""
         rates = per_second(observation.input_timestamps_s, observation.input_rate_rps, observation.time_s)
         replay = replay_records(rates, self.checkpoint_interval_s)
         scaleouts = list(capacities_rps)
         capacities = np.array([capacities_rps[n] for n in scaleouts], dtype=float)
         outward = np.array([direction_of(current, n) == "out" for n in scaleouts], dtype=bool)
         recovery = np.full(len(scaleouts), math.inf)
+        catch_up = np.full(len(scaleouts), math.inf)
         for direction, rows in (("out", outward), ("in", ~outward)):
             if rows.any():
+                downtime_s = knowledge.downtime.estimate(direction)
                 recovery[rows] = predict_recoveries_s(
-                    capacities[rows],
-                    forecast_rps,
-                    backlog_records,
-                    replay,
-                    knowledge.downtime.estimate(direction),
+                    capacities[rows], forecast_rps, backlog_records, replay, downtime_s
                 )
-        return dict(zip(scaleouts, recovery.tolist(), strict=True))
+                if self.lag_slo_s is not None:
+                    catch_up[rows] = predict_lag_catch_ups_s(
+                        capacities[rows], forecast_rps, backlog_records, replay, downtime_s, self.lag_slo_s
+                    )
+        lag = dict(zip(scaleouts, catch_up.tolist(), strict=True)) if self.lag_slo_s is not None else {}
+        return dict(zip(scaleouts, recovery.tolist(), strict=True)), lag
 
     @staticmethod
     def _learn_recoveries(knowledge: Knowledge) -> None:

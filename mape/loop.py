@@ -184,6 +184,9 @@ class MapeLoop:
             recovery_s={n: _round(r) for n, r in sorted(assessment.recovery_s.items())}
             if assessment
             else None,
+            lag_catch_up_s={n: _round(s) for n, s in sorted(assessment.lag_catch_up_s.items())}
+            if assessment and assessment.lag_catch_up_s
+            else None,
             recoveries_observed=[r.to_dict() for r in result.recoveries] or None,
             rescales_completed=[
                 {**asdict(r), "downtime_s": round(r.downtime_s, 3)}

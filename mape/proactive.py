@@ -24,9 +24,15 @@ rule that decided it:
 
 The capacity of a scale-out the job is not running is the model's prediction lowered by how far such
 predictions have turned out too high (capacity/track_record.py). A candidate is valid when its capacity
-exceeds the average load, its predicted recovery meets the target, and it carries the forecast's upper
-bound (`forecasting/interval.py`) until it would have recovered. Scaling in is skipped while the job still
-catches up (backlog larger than what the candidate processes in one loop: records against records).
+exceeds the average load, its predicted recovery meets the target, it carries the forecast's upper
+bound (`forecasting/interval.py`) until it would have recovered, and, with a lag SLO, a scale-out's
+restart has the lag back within the SLO `lag_catch_up_s` after the job resumes. A reactive-mode scale-out
+stops the job about as long as a 30 s SLO (new TaskManagers start); how long the lag then stays over it is
+the excess times 1 / (1 − ρ), ρ the utilization right after the rescale, so the bound sets ρ (the Flink
+operator's catch-up duration bounds the same thing). A scale-in's restart is shorter and, on the shared
+traces, rarely crosses the SLO; bounding it too kept 8% more workers for 12% fewer seconds over the SLO.
+Scaling in is skipped while the job still catches up (backlog larger than what the candidate processes in
+one loop: records against records).
 """
 
 from __future__ import annotations
@@ -55,6 +61,7 @@ class ProactivePolicy:
         necessary_window_s: float = 600.0,
         surge_drain_s: float = 120.0,
         checkpoint_interval_s: float = 10.0,
+        lag_catch_up_s: float = math.inf,
     ) -> None:
         self.min_scaleout = min_scaleout
         self.max_scaleout = max_scaleout
@@ -63,6 +70,7 @@ class ProactivePolicy:
         self.necessary_window_s = necessary_window_s
         self.surge_drain_s = surge_drain_s
         self.checkpoint_interval_s = checkpoint_interval_s
+        self.lag_catch_up_s = lag_catch_up_s
 
     def propose(self, assessment: Assessment, knowledge: Knowledge) -> tuple[int, str, tuple[str, ...]]:
         a = assessment
@@ -116,6 +124,12 @@ class ProactivePolicy:
             if capacity < until_recovered:
                 skipped.append(
                     f"{scaleout}: capacity {capacity:.0f} < forecast upper bound {until_recovered:.0f} until recovered"
+                )
+                continue
+            over_slo_s = a.lag_catch_up_s.get(scaleout, 0.0) if scaleout > current else 0.0
+            if over_slo_s > self.lag_catch_up_s:
+                skipped.append(
+                    f"{scaleout}: lag over the SLO {over_slo_s:.0f} s after the restart > {self.lag_catch_up_s:.0f} s"
                 )
                 continue
             chosen = f"capacity({scaleout}) = {capacity:.0f} rps{_lowered(a, scaleout)}, recovery {recovery_s:.0f} s"

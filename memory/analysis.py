@@ -21,16 +21,23 @@ from memory.curve import capacities_at, observed_curve
 from memory.knowledge import MemoryKnowledge, memory_of
 from memory.levels import MemoryLevels
 from messages.types import Assessment, Decision, MemoryAssessment, Observation
-from recovery.predict import predict_recovery_s, replay_records
+from recovery.predict import predict_lag_catch_ups_s, predict_recovery_s, replay_records
 
 
 class MemoryAnalysis:
     """The per-level capacity model, the cache-aware capacities and the MemoryAssessment."""
 
-    def __init__(self, levels: MemoryLevels, max_scaleout: int, checkpoint_interval_s: float) -> None:
+    def __init__(
+        self,
+        levels: MemoryLevels,
+        max_scaleout: int,
+        checkpoint_interval_s: float,
+        lag_slo_s: float | None = None,
+    ) -> None:
         self.levels = levels
         self.max_scaleout = max_scaleout
         self.checkpoint_interval_s = checkpoint_interval_s
+        self.lag_slo_s = lag_slo_s
 
     def capacity_model(
         self, observation: Observation, knowledge: Knowledge, current: int
@@ -120,7 +127,7 @@ class MemoryAnalysis:
             if level is None:
                 return None  # neither observed nor ever set: memory cannot be reasoned about
             managed_mb = self.levels.managed_mb(level)
-        capacities, recoveries = {}, {}
+        capacities, recoveries, catch_ups = {}, {}, {}
         if stateful and level is not None:
             if memory.history.readers:
                 capacities = {
@@ -143,6 +150,17 @@ class MemoryAnalysis:
                     }
                     for other, per_scaleout in capacities.items()
                 }
+                if self.lag_slo_s is not None:
+                    for other, per_scaleout in capacities.items():
+                        lag_s = predict_lag_catch_ups_s(
+                            np.array(list(per_scaleout.values()), dtype=float),
+                            forecast_rps,
+                            backlog_records,
+                            replay,
+                            downtime_s,
+                            self.lag_slo_s,
+                        )
+                        catch_ups[other] = dict(zip(per_scaleout, lag_s.tolist(), strict=True))
         return MemoryAssessment(
             level=level,
             managed_mb=float(managed_mb),
@@ -150,6 +168,7 @@ class MemoryAnalysis:
             operators=observation.operators,
             capacities_by_level=capacities,
             recovery_by_level=recoveries,
+            lag_catch_up_by_level=catch_ups,
         )
 
 

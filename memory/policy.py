@@ -237,6 +237,7 @@ class MemoryAwarePolicy:
             capacities_rps=memory.capacities_by_level[level],
             capacity_sources={},
             recovery_s=memory.recovery_by_level.get(level, {}),
+            lag_catch_up_s=memory.lag_catch_up_by_level.get(level, {}),
             memory=None,
         )
         return self.cpu.propose(view, knowledge)

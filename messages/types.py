@@ -230,7 +230,8 @@ class MemoryAssessment:
 
     Only the memory-aware policy reads it. `capacities_by_level` holds, for every memory level other than
     the current one that has capacity knowledge, the capacity per scale-out at that level (and
-    `recovery_by_level` the predicted recovery of a restart into it).
+    `recovery_by_level` the predicted recovery of a restart into it, `lag_catch_up_by_level` how long its
+    lag stays over the lag SLO after the resume: `Assessment.lag_catch_up_s`).
     """
 
     level: int | None
@@ -241,6 +242,7 @@ class MemoryAssessment:
     operators: tuple[OperatorState, ...] = ()
     capacities_by_level: dict[int, dict[int, float]] = field(default_factory=dict)
     recovery_by_level: dict[int, dict[int, float]] = field(default_factory=dict)
+    lag_catch_up_by_level: dict[int, dict[int, float]] = field(default_factory=dict)
 
     @property
     def stateful_operators(self) -> tuple[OperatorState, ...]:
@@ -318,6 +320,9 @@ class Assessment:
     forecast_reason: str = ""
     forecast_wape: float | None = None
     recovery_s: dict[int, float] = field(default_factory=dict)
+    lag_catch_up_s: dict[int, float] = field(default_factory=dict)
+    """Per candidate: seconds from its restart's resume until the lag is back within the lag SLO (empty
+    without one)."""
     warming_up: bool = False
     problems: tuple[str, ...] = ()
     cpu_utilization: float = math.nan

@@ -81,9 +81,12 @@ def predict_recoveries_s(
     backlog_records: float,
     replay_records: float,
     downtime_s: float,
+    allowed_records: float = 0.0,
 ) -> np.ndarray:
     """`predict_recovery_s` of many candidate capacities at once (one per element), with the same result:
-    the catch-up sums are the same sequential cumulative sums, one row per capacity."""
+    the catch-up sums are the same sequential cumulative sums, one row per capacity.
+
+    `allowed_records`: recovered once no more than this still waits (Daedalus: 0, nothing waits)."""
     capacities = np.asarray(capacities_rps, dtype=float).ravel()
     recoveries = np.full(len(capacities), math.inf)
     inputs = (backlog_records, replay_records, downtime_s)
@@ -94,6 +97,7 @@ def predict_recoveries_s(
     if down_s > len(forecast):
         return recoveries
     to_catch_up = max(replay_records, 0.0) + max(backlog_records, 0.0) + forecast[:down_s].sum()
+    to_catch_up -= max(allowed_records, 0.0)
     usable = capacities > 0  # NaN and ≤ 0 cannot promise a recovery
     if to_catch_up <= 0.0:  # nothing to catch up: processing resumes caught up
         recoveries[usable] = float(down_s)
@@ -117,6 +121,38 @@ def predict_recoveries_s(
         active, carried = active[~done], gained[~done, -1]
         start, width = start + width, 4 * width
     return recoveries
+
+
+def predict_lag_catch_ups_s(
+    capacities_rps: np.ndarray,
+    forecast_rps: np.ndarray,
+    backlog_records: float,
+    replay_records: float,
+    downtime_s: float,
+    lag_slo_s: float,
+) -> np.ndarray:
+    """Seconds from the restart's resume until the job's lag is back within `lag_slo_s`, per capacity.
+
+    A restart leaves the replay, the backlog and the down seconds' arrivals waiting: a lag of the downtime
+    plus the replay's age, beyond the SLO when the downtime alone nearly reaches it (a reactive-mode
+    restart takes ~30 s). The lag is within the SLO again once what waits is no more than `lag_slo_s`
+    seconds of the input rate right after the resume (the forecast's mean over those seconds); until
+    then every second counts against the SLO, and that time is 1 / (1 − utilization) times the excess, so
+    it is what a restart at high utilization costs. 0 when the lag never leaves the SLO; `math.inf`
+    when it does not come back within the forecast (or an input is unknown)."""
+    unknown = np.full(len(np.atleast_1d(capacities_rps)), math.inf)
+    if not math.isfinite(downtime_s):
+        return unknown
+    down_s = math.ceil(max(downtime_s, 0.0))
+    forecast = np.clip(np.asarray(forecast_rps, dtype=float).ravel(), 0.0, None)
+    after = forecast[down_s : down_s + max(math.ceil(lag_slo_s), 1)]
+    if not len(after) or not np.isfinite(after).all():
+        return unknown
+    allowed = lag_slo_s * float(after.mean())
+    return (
+        predict_recoveries_s(capacities_rps, forecast, backlog_records, replay_records, downtime_s, allowed)
+        - down_s
+    )
 
 
 _FIRST_BLOCK_S = 64

@@ -128,6 +128,12 @@ def test_audit_event_carries_inputs_capacities_and_reasons():
     assert last["inputs"]["workload_avg_rps"] > 0
     assert set(last["capacity_rps"]) == set(range(1, 19))
     assert last["decision"]["rule"] and last["decision"]["reasons"]
+    # the default 30 s lag SLO: each candidate's seconds over it after its restart, fewer with more capacity
+    catch_up = last["lag_catch_up_s"]
+    assert set(catch_up) == set(range(1, 19))
+    current = last["inputs"]["parallelism"]
+    outward = [math.inf if catch_up[n] is None else catch_up[n] for n in range(current + 1, 19)]
+    assert outward and all(s >= 0 for s in outward) and outward == sorted(outward, reverse=True)
 
 
 @pytest.mark.parametrize("scaleout", [6, 18])

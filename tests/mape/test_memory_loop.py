@@ -90,6 +90,12 @@ def test_capacity_is_learned_per_level_and_offered_for_the_other_known_levels():
     assert set(last.memory.capacities_by_level) == set(levels) - {last.memory.level}
     assert all(len(per) == config.scaling.max_scaleout for per in last.memory.capacities_by_level.values())
     assert set(last.capacity_sources.values()) <= {"observed", "cache-curve"}
+    # each other level's restarts judged against the lag SLO on that level's own capacities
+    for level, per in last.memory.capacities_by_level.items():
+        catch_up = last.memory.lag_catch_up_by_level[level]
+        assert set(catch_up) == set(per)
+        by_capacity = [catch_up[n] for n in sorted(per, key=per.get)]
+        assert by_capacity == sorted(by_capacity, reverse=True)
 
 
 class _ScaleOnly:

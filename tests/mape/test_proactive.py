@@ -92,6 +92,27 @@ def test_recovery_target_rules_out_slow_candidates():
     assert any("recovery 900 s > target 600 s" in r for r in reasons)
 
 
+def test_a_rescale_whose_lag_stays_over_the_slo_too_long_is_passed_over():
+    # 4 carries the 35k load (current 3 does not); after 4's restart the lag stays over the SLO 60 s, 5's 12 s
+    catch_up = {n: (60.0 if n < 5 else 12.0) for n in range(1, 13)}
+    assessment = dataclasses.replace(_assessment(35_000, 35_000.0, current=3), lag_catch_up_s=catch_up)
+    policy = ProactivePolicy(1, 12, recovery_target_s=600.0, loop_interval_s=60.0, lag_catch_up_s=20.0)
+    target, rule, reasons = policy.propose(assessment, _knowledge())
+    assert (target, rule) == (5, "long-lived")
+    assert any("4: lag over the SLO 60 s after the restart > 20 s" in r for r in reasons)
+    # without the bound (no lag SLO) the smallest valid one, as in Daedalus
+    assert _policy().propose(assessment, _knowledge())[0] == 4
+
+
+def test_the_running_scaleout_is_never_passed_over_for_the_lag_slo():
+    # no restart, no lag: the running scale-out stays valid however its (failure) catch-up looks
+    assessment = dataclasses.replace(
+        _assessment(35_000, 35_000.0, current=4), lag_catch_up_s=dict.fromkeys(range(1, 13), 500.0)
+    )
+    policy = ProactivePolicy(1, 12, recovery_target_s=600.0, loop_interval_s=60.0, lag_catch_up_s=20.0)
+    assert policy.propose(assessment, _knowledge())[:2] == (4, "current-valid")
+
+
 def test_does_not_scale_in_while_catching_up():
     # load dropped to 15k: 2 workers would do, but the backlog exceeds what 2 process in a loop
     assessment = _assessment(15_000, 15_000.0, current=8, backlog=2_000_000)

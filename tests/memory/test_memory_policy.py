@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -312,6 +313,28 @@ def test_when_nothing_is_valid_at_the_current_level_any_valid_level_wins():
     assessment = _assessment(average=200_000.0, peak=200_000.0, current=10, hit_rate=0.9, others=others)
     proposal = _policy(switch_min_saving=0.5).propose_configuration(assessment, _knowledge())
     assert (proposal.rule, proposal.scaleout, proposal.memory_level) == ("cheaper-level", 11, 2)
+
+
+def test_another_level_is_planned_on_its_own_lag_after_the_restart():
+    # 2 workers at level 2 carry 45k, but their restart would leave the lag over the SLO for 90 s; 3 for 10 s
+    others = {2: _capacities(25_000.0)}
+    assessment = _assessment(hit_rate=0.9, others=others)
+    catch_up = {2: {n: (90.0 if n < 3 else 10.0) for n in range(1, 13)}}
+    bound = dataclasses.replace(
+        assessment, memory=dataclasses.replace(assessment.memory, lag_catch_up_by_level=catch_up)
+    )
+    cpu = ProactivePolicy(1, 12, recovery_target_s=600.0, loop_interval_s=60.0, lag_catch_up_s=20.0)
+    proposal = MemoryAwarePolicy(cpu, LEVELS, Prices(), MemorySettings()).propose_configuration(
+        bound, _knowledge()
+    )
+    assert (proposal.scaleout, proposal.memory_level) == (3, 2)
+    # the current level's catch-ups (all long here) do not stand in for level 2's
+    current_only = dataclasses.replace(bound, lag_catch_up_s=dict.fromkeys(range(1, 13), 90.0))
+    current_only = dataclasses.replace(current_only, memory=assessment.memory)
+    proposal = MemoryAwarePolicy(cpu, LEVELS, Prices(), MemorySettings()).propose_configuration(
+        current_only, _knowledge()
+    )
+    assert (proposal.scaleout, proposal.memory_level) == (2, 2)
 
 
 def test_no_cheaper_level_with_less_capacity_while_catching_up():

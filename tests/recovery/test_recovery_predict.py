@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from recovery.predict import predict_recovery_s, replay_records
+from recovery.predict import predict_lag_catch_ups_s, predict_recoveries_s, predict_recovery_s, replay_records
 
 
 def constant(rate_rps: float, seconds: int) -> np.ndarray:
@@ -182,3 +182,52 @@ def test_a_longer_downtime_never_recovers_sooner(capacity, forecast, backlog, re
     slow = predict_recovery_s(capacity, f, backlog, replay, long)
     assert slow >= predict_recovery_s(capacity, f, backlog, replay, short)
     assert slow >= long  # recovery includes the downtime
+
+
+def test_lag_catch_up_matches_the_closed_form():
+    # 1,000 rps; a 33 s stop after a 5 s old checkpoint leaves a 38 s lag, 8 s over a 30 s SLO: 8,000
+    # records beyond what the SLO allows, worked off at capacity − 1,000 per second
+    capacities = np.array([1_100.0, 1_250.0, 2_000.0, 5_000.0])
+    got = predict_lag_catch_ups_s(capacities, constant(1_000.0, 900), 0.0, 5_000.0, 33.0, 30.0)
+    assert got.tolist() == [80.0, 32.0, 8.0, 2.0]
+
+
+def test_lag_catch_up_is_zero_when_the_restart_stays_within_the_slo():
+    got = predict_lag_catch_ups_s(np.array([1_100.0]), constant(1_000.0, 900), 0.0, 5_000.0, 15.0, 30.0)
+    assert got.tolist() == [0.0]
+
+
+def test_lag_catch_up_counts_the_backlog_the_job_already_has():
+    # 20 s of lag before the restart: a 15 s stop now ends 10 s over the SLO
+    got = predict_lag_catch_ups_s(np.array([2_000.0]), constant(1_000.0, 900), 20_000.0, 5_000.0, 15.0, 30.0)
+    assert got.tolist() == [10.0]
+
+
+def test_lag_catch_up_is_unknown_without_a_forecast_downtime_or_capacity_to_catch_up():
+    forecast = constant(1_000.0, 900)
+    assert np.isinf(
+        predict_lag_catch_ups_s(np.array([900.0, math.nan]), forecast, 0.0, 5_000.0, 33.0, 30.0)
+    ).all()
+    assert np.isinf(
+        predict_lag_catch_ups_s(np.array([2_000.0]), forecast, 0.0, 5_000.0, math.inf, 30.0)
+    ).all()
+    nan_forecast = np.r_[np.full(30, 1_000.0), np.full(870, math.nan)]
+    assert np.isinf(
+        predict_lag_catch_ups_s(np.array([2_000.0]), nan_forecast, 0.0, 5_000.0, 33.0, 30.0)
+    ).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.floats(1_000.0, 50_000.0),
+    st.floats(1.0, 5.0),
+    st.floats(0.0, 200_000.0),
+    st.floats(0.0, 60.0),
+    st.floats(1.0, 120.0),
+)
+def test_lag_catch_up_never_exceeds_the_full_recovery(rate, headroom, backlog, downtime, slo):
+    # the lag is within the SLO no later than when nothing waits at all
+    capacity, forecast = np.array([rate * headroom]), constant(rate, 900)
+    lag = predict_lag_catch_ups_s(capacity, forecast, backlog, rate * 5, downtime, slo)[0]
+    full = predict_recoveries_s(capacity, forecast, backlog, rate * 5, downtime)[0] - math.ceil(downtime)
+    assert 0.0 <= lag <= full
