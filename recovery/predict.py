@@ -136,10 +136,11 @@ def predict_lag_catch_ups_s(
     A restart leaves the replay, the backlog and the down seconds' arrivals waiting: a lag of the downtime
     plus the replay's age, beyond the SLO when the downtime alone nearly reaches it (a reactive-mode
     restart takes ~30 s). The lag is within the SLO again once what waits is no more than `lag_slo_s`
-    seconds of the input rate right after the resume (the forecast's mean over those seconds); until
-    then every second counts against the SLO, and that time is 1 / (1 − utilization) times the excess, so
-    it is what a restart at high utilization costs. 0 when the lag never leaves the SLO; `math.inf`
-    when it does not come back within the forecast (or an input is unknown)."""
+    seconds of the input rate right after the resume (the forecast's mean over those seconds). With a
+    steady rate that takes the excess × ρ / (1 − ρ), ρ the utilization after the resume (the excess itself
+    was spent over the SLO while down: excess / (1 − ρ) in all), so it is what a restart at high
+    utilization costs. 0 when the lag never leaves the SLO; `math.inf` when it does not come back within
+    the forecast (or an input is unknown)."""
     unknown = np.full(len(np.atleast_1d(capacities_rps)), math.inf)
     if not math.isfinite(downtime_s):
         return unknown
