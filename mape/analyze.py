@@ -23,7 +23,7 @@ from mape.knowledge import Knowledge
 from mape.vertex_analysis import analyse_vertices, job_level_only, with_needed_parallelism
 from messages.types import RECENT_S, Assessment, Observation, WorkerSeries
 from recovery.downtime import direction_of
-from recovery.predict import predict_lag_catch_ups_s, predict_recoveries_s, replay_records
+from recovery.predict import predict_restarts, replay_records
 
 
 class Analyzer:
@@ -173,23 +173,22 @@ class Analyzer:
         there and, with a lag SLO, the seconds its lag stays over the SLO after the resume."""
         rates = per_second(observation.input_timestamps_s, observation.input_rate_rps, observation.time_s)
         replay = replay_records(rates, self.checkpoint_interval_s)
-        scaleouts = list(capacities_rps)
-        capacities = np.array([capacities_rps[n] for n in scaleouts], dtype=float)
-        outward = np.array([direction_of(current, n) == "out" for n in scaleouts], dtype=bool)
-        recovery = np.full(len(scaleouts), math.inf)
-        catch_up = np.full(len(scaleouts), math.inf)
-        for direction, rows in (("out", outward), ("in", ~outward)):
-            if rows.any():
-                downtime_s = knowledge.downtime.estimate(direction)
-                recovery[rows] = predict_recoveries_s(
-                    capacities[rows], forecast_rps, backlog_records, replay, downtime_s
+        recovery_s: dict[int, float] = {}
+        lag_catch_up_s: dict[int, float] = {}
+        for direction in ("out", "in"):
+            group = {n: c for n, c in capacities_rps.items() if direction_of(current, n) == direction}
+            if group:
+                recovery, lag = predict_restarts(
+                    group,
+                    forecast_rps,
+                    backlog_records,
+                    replay,
+                    knowledge.downtime.estimate(direction),
+                    self.lag_slo_s,
                 )
-                if self.lag_slo_s is not None:
-                    catch_up[rows] = predict_lag_catch_ups_s(
-                        capacities[rows], forecast_rps, backlog_records, replay, downtime_s, self.lag_slo_s
-                    )
-        lag = dict(zip(scaleouts, catch_up.tolist(), strict=True)) if self.lag_slo_s is not None else {}
-        return dict(zip(scaleouts, recovery.tolist(), strict=True)), lag
+                recovery_s |= recovery
+                lag_catch_up_s |= lag
+        return recovery_s, lag_catch_up_s
 
     @staticmethod
     def _learn_recoveries(knowledge: Knowledge) -> None:

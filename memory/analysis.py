@@ -21,7 +21,7 @@ from memory.curve import capacities_at, observed_curve
 from memory.knowledge import MemoryKnowledge, memory_of
 from memory.levels import MemoryLevels
 from messages.types import Assessment, Decision, MemoryAssessment, Observation
-from recovery.predict import predict_lag_catch_ups_s, predict_recovery_s, replay_records
+from recovery.predict import predict_restarts, replay_records
 
 
 class MemoryAnalysis:
@@ -143,24 +143,12 @@ class MemoryAnalysis:
                 )
                 replay = replay_records(rates, self.checkpoint_interval_s)
                 downtime_s = knowledge.downtime.estimate("out")  # new memory: every pod restarts
-                recoveries = {
-                    other: {
-                        n: predict_recovery_s(c, forecast_rps, backlog_records, replay, downtime_s)
-                        for n, c in per_scaleout.items()
-                    }
-                    for other, per_scaleout in capacities.items()
-                }
-                if self.lag_slo_s is not None:
-                    for other, per_scaleout in capacities.items():
-                        lag_s = predict_lag_catch_ups_s(
-                            np.array(list(per_scaleout.values()), dtype=float),
-                            forecast_rps,
-                            backlog_records,
-                            replay,
-                            downtime_s,
-                            self.lag_slo_s,
-                        )
-                        catch_ups[other] = dict(zip(per_scaleout, lag_s.tolist(), strict=True))
+                for other, per_scaleout in capacities.items():
+                    recoveries[other], lag = predict_restarts(
+                        per_scaleout, forecast_rps, backlog_records, replay, downtime_s, self.lag_slo_s
+                    )
+                    if lag:
+                        catch_ups[other] = lag
         return MemoryAssessment(
             level=level,
             managed_mb=float(managed_mb),

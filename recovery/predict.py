@@ -10,6 +10,7 @@ the restart, and the result is restart time + catch-up time (the authors' code a
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -154,6 +155,25 @@ def predict_lag_catch_ups_s(
         predict_recoveries_s(capacities_rps, forecast, backlog_records, replay_records, downtime_s, allowed)
         - down_s
     )
+
+
+def predict_restarts(
+    capacities_rps: Mapping[int, float],
+    forecast_rps: np.ndarray,
+    backlog_records: float,
+    replay_records: float,
+    downtime_s: float,
+    lag_slo_s: float | None,
+) -> tuple[dict[int, float], dict[int, float]]:
+    """Per scale-out of `capacities_rps`, a restart there: its predicted recovery (s) and, with a lag SLO,
+    the seconds its lag stays over the SLO after the resume (empty without one)."""
+    scaleouts = list(capacities_rps)
+    capacities = np.array([capacities_rps[n] for n in scaleouts], dtype=float)
+    inputs = (capacities, forecast_rps, backlog_records, replay_records, downtime_s)
+    recovery = dict(zip(scaleouts, predict_recoveries_s(*inputs).tolist(), strict=True))
+    if lag_slo_s is None:
+        return recovery, {}
+    return recovery, dict(zip(scaleouts, predict_lag_catch_ups_s(*inputs, lag_slo_s).tolist(), strict=True))
 
 
 _FIRST_BLOCK_S = 64
