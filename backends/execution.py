@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import numpy as np
 import structlog
 
 from backends.vertex_rescale import VertexExecution
@@ -244,6 +245,9 @@ class FollowingSource:
     def __init__(self, source: MetricsSource, follower: RescaleFollower) -> None:
         self.source = source
         self.follower = follower
+
+    def input_rate(self, now_s: float, window_s: float) -> tuple[np.ndarray, np.ndarray]:
+        return self.source.input_rate(now_s, window_s)
 
     def observe(self, now_s: float, window_s: float) -> Observation:
         observation = self.source.observe(now_s, window_s)

@@ -161,6 +161,16 @@ class PrometheusMetricsSource:
         self._missing: dict[str, str | None] = {}
         """Per optional signal, the reason last logged for its absence (None: logged as back)."""
 
+    def input_rate(self, now_s: float, window_s: float) -> tuple[np.ndarray, np.ndarray]:
+        """The input rate alone, one range query (the surge watch reads it between iterations). Raises on
+        an unreachable Prometheus or an answer that is not a matrix; no series gives NaN."""
+        grid = sample_grid(now_s, window_s, self.config.step_s)
+        if not len(grid):
+            return grid, np.array([])
+        answer = self.client.range(self.config.query_input_rate, grid[0], grid[-1], self.config.step_s)
+        rates = parse_matrix(answer, grid, self.config.step_s, None).get("", np.full(len(grid), np.nan))
+        return grid, rates
+
     def observe(self, now_s: float, window_s: float) -> Observation:
         config, step = self.config, self.config.step_s
         grid = sample_grid(now_s, window_s, step)

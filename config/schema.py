@@ -108,6 +108,15 @@ class LoopConfig(Section):
     window_s: float | None = Field(
         None, gt=0, description="Metrics window each iteration reads; default = interval_s."
     )
+    surge_watch_s: float | None = Field(
+        10.0,
+        gt=0,
+        description="Between iterations, read the input rate alone this often; when two reads in a row see it "
+        "above the last forecast's upper bound and the running capacity, and it no longer climbs, run an "
+        "iteration at once (the plan's surge rule decides) instead of waiting up to interval_s. Quiet for "
+        "interval_s after a rescale and for policies without a surge rule (the baselines, 'reactive'). "
+        "Null: no watch.",
+    )
 
     @property
     def effective_window_s(self) -> float:

@@ -197,6 +197,19 @@ def make_plan(config: Config) -> GuardedPlan:
     return GuardedPlan(policy, scaling.min_scaleout, scaling.max_scaleout, stabilization_s)
 
 
+def surge_watch_s(config: Config) -> float | None:
+    """Seconds between the surge watch's reads; None without a watch: switched off, a policy without a
+    surge rule (the baselines, 'reactive'), or a watch no more often than the loop."""
+    watch_s = config.loop.surge_watch_s
+    if (
+        watch_s is None
+        or not config.scaling.policy.startswith("foresail")
+        or watch_s >= loop_interval_s(config)
+    ):
+        return None
+    return watch_s
+
+
 def loop_interval_s(config: Config) -> float:
     """Seconds between iterations: the HPA baselines run at the HPA's sync period, the rest at loop.interval_s."""
     if config.scaling.policy.startswith("hpa-"):

@@ -14,7 +14,7 @@ import structlog
 
 from backends.factory import make_real_backends
 from config.schema import Config
-from daemon.build import knowledge_settings, loop_interval_s, make_loop
+from daemon.build import knowledge_settings, loop_interval_s, make_loop, surge_watch_s
 from daemon.health import DaemonMetrics, serve_health
 from daemon.lifecycle import log_started, save_and_close
 from daemon.schedule import run_scheduled, stop_on_signals
@@ -40,9 +40,13 @@ def run_live(config: Config, max_iterations: int | None = None, stop: threading.
     )
     backends.start()
 
-    def step(now_s: float) -> bool:
+    def step(now_s: float, watch_only: bool = False) -> bool:
+        """An iteration at `now_s` (always True: the daemon runs until stopped); with `watch_only` the
+        surge watch, True when it ran one (a standby never reads)."""
         leader = backends.is_leader()
         metrics.leader.set(1 if leader else 0)
+        if watch_only and not (leader and loop.surge_seen(now_s)):
+            return False
         if not leader:
             metrics.alive()  # a standby is healthy (and ready) while it waits
             log.info(
@@ -68,7 +72,9 @@ def run_live(config: Config, max_iterations: int | None = None, stop: threading.
     stop_on_signals(stop)
     iterations = 0
     try:
-        iterations = run_scheduled(step, time.time, loop_interval_s(config), stop, max_iterations)
+        watch_s = surge_watch_s(config)
+        watch = (lambda now_s: step(now_s, watch_only=True), watch_s) if watch_s else None
+        iterations = run_scheduled(step, time.time, loop_interval_s(config), stop, max_iterations, watch)
     finally:
         save_and_close(log, store, knowledge, iterations)
         backends.close()

@@ -29,6 +29,8 @@ class RunProgress:
         self.live = stream.isatty()
         self.started = time.perf_counter()
         self.iterations = 0
+        self.surge_iterations = 0
+        """Of `iterations`, those the surge watch ran between the scheduled ones (beyond `total`)."""
         self.rescales = Counter[str]()
         self.rules = Counter[str]()
         self.models = Counter[str]()
@@ -41,8 +43,9 @@ class RunProgress:
     def total(self) -> int:
         return max(0, round((self.end_s - self.start_s) / self.interval_s))
 
-    def record(self, result: IterationResult) -> None:
+    def record(self, result: IterationResult, surge: bool = False) -> None:
         self.iterations += 1
+        self.surge_iterations += surge
         self.now_s = result.time_s
         decision, assessment = result.decision, result.assessment
         if decision is not None:
@@ -54,10 +57,14 @@ class RunProgress:
             self.models[assessment.forecast_model.split("(")[0]] += 1
         self._show()
 
+    def _surges(self) -> str:
+        return f" (+{self.surge_iterations} on surges)" if self.surge_iterations else ""
+
     def line(self) -> str:
         workers = self.scaleouts[-1] if self.scaleouts else "?"
         return (
-            f"iteration {self.iterations}/{self.total}  trace {clock(self.now_s)} of {clock(self.end_s)}  "
+            f"iteration {self.iterations - self.surge_iterations}/{self.total}{self._surges()}  "
+            f"trace {clock(self.now_s)} of {clock(self.end_s)}  "
             f"{workers} workers  {sum(self.rescales.values())} rescales  "
             f"{time.perf_counter() - self.started:.0f} s"
         )
@@ -65,7 +72,7 @@ class RunProgress:
     def _show(self) -> None:
         if self.live:
             now = time.perf_counter()
-            if now - self._last_draw >= 0.2 or self.iterations == self.total:
+            if now - self._last_draw >= 0.2 or self.iterations - self.surge_iterations == self.total:
                 self._last_draw = now
                 print(f"\r{self.line()}\033[K", end="", file=self.stream, flush=True)
         elif self.now_s >= self._next_line_s:
@@ -89,7 +96,8 @@ class RunProgress:
             else "-"
         )
         lines = [
-            f"foresail run: {self.iterations} iterations on the digital twin ({workload}), "
+            f"foresail run: {self.iterations - self.surge_iterations} iterations{self._surges()} on the digital twin "
+            f"({workload}), "
             f"trace {clock(self.start_s)} → {clock(self.now_s)} of {clock(self.end_s)}, {wall_s:.1f} s wall time",
             f"  workers      {workers}; {_number(score.get('avg_workers'))} on average so far "
             f"(the floor with perfect foresight: {_number(score.get('floor_avg_workers'))})",

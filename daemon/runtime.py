@@ -13,7 +13,7 @@ import structlog
 from backends.execution import NotApplied
 from backends.retry import allow_waiting
 from config.schema import Config
-from daemon.build import TwinWorld, knowledge_settings, loop_interval_s, make_loop, make_twin
+from daemon.build import TwinWorld, knowledge_settings, loop_interval_s, make_loop, make_twin, surge_watch_s
 from daemon.health import DaemonMetrics, serve_health
 from daemon.lifecycle import audit_names, log_started, save_and_close
 from daemon.logs import configure_logging
@@ -114,16 +114,25 @@ def _run_twin(config: Config, max_iterations: int | None, stop: threading.Event 
     )
     progress = RunProgress(sys.stderr, start_s, world.end_s, interval_s)
 
-    def step(now_s: float) -> bool:
+    def step(now_s: float, watch_only: bool = False) -> bool:
+        """An iteration at `now_s` (False past the trace's end); with `watch_only` the surge watch, True
+        when it ran one."""
         if now_s > world.end_s:
             return False
         world.twin.advance_to(now_s)
+        if watch_only and not loop.surge_seen(now_s):
+            return False
         started = time.perf_counter()
         result = loop.iterate(now_s)
-        progress.record(result)
+        progress.record(result, surge=watch_only)
         if metrics is not None:
             metrics.record(result, time.perf_counter() - started)
         return True
+
+    def watch(now_s: float) -> bool:
+        return step(now_s, watch_only=True)
+
+    watch_s = surge_watch_s(config)
 
     stop = stop or threading.Event()
     stop_on_signals(stop)
@@ -134,9 +143,17 @@ def _run_twin(config: Config, max_iterations: int | None, stop: threading.Event 
             metrics = DaemonMetrics()
             server = serve_health(config, metrics, log, interval_s / speedup)
             clock = ScaledClock(start_s, speedup)
-            iterations = run_scheduled(step, clock.now, interval_s / speedup, stop, max_iterations)
+            iterations = run_scheduled(
+                step,
+                clock.now,
+                interval_s / speedup,
+                stop,
+                max_iterations,
+                (watch, watch_s / speedup) if watch_s else None,
+            )
         else:
-            iterations = run_virtual(step, start_s, interval_s, stop, max_iterations)
+            watching = (watch, watch_s) if watch_s else None
+            iterations = run_virtual(step, start_s, interval_s, stop, max_iterations, watching)
     finally:
         save_and_close(log, store, knowledge, iterations)
         if server is not None:

@@ -6,10 +6,11 @@ driver returns.
 
 from __future__ import annotations
 
+import math
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
@@ -32,14 +33,43 @@ def stop_on_signals(stop: threading.Event) -> None:
         signal.signal(signum, stop_now)
 
 
+Watch = Callable[[float], bool]
+"""The surge watch at a time between iterations (`MapeLoop.surge_seen`, then an iteration); True when it
+ran one, which counts like any other."""
+
+
+def virtual_times(start_s: float, interval_s: float, watch_s: float | None) -> Iterator[tuple[float, bool]]:
+    """Times after `start_s` on a virtual clock: an iteration every `interval_s` (True) and, every
+    `watch_s` in between, a surge watch (False). Endless: the caller stops."""
+    next_iteration_s = start_s + interval_s
+    next_watch_s = start_s + watch_s if watch_s else math.inf
+    while True:
+        now_s = min(next_iteration_s, next_watch_s)
+        iteration = now_s == next_iteration_s
+        if iteration:
+            next_iteration_s += interval_s
+        if now_s == next_watch_s:
+            next_watch_s += watch_s or math.inf
+        yield now_s, iteration
+
+
 def run_virtual(
-    step: Step, start_s: float, interval_s: float, stop: threading.Event, max_iterations: int | None
+    step: Step,
+    start_s: float,
+    interval_s: float,
+    stop: threading.Event,
+    max_iterations: int | None,
+    watch: tuple[Watch, float] | None = None,
 ) -> int:
-    """Iterations back to back on a virtual clock; returns how many ran."""
+    """Iterations back to back on a virtual clock, with the surge watch (and its period) between them;
+    returns how many iterations ran."""
     count = 0
-    now_s = start_s
-    while not stop.is_set() and (max_iterations is None or count < max_iterations):
-        now_s += interval_s
+    for now_s, iteration in virtual_times(start_s, interval_s, watch[1] if watch else None):
+        if stop.is_set() or (max_iterations is not None and count >= max_iterations):
+            break
+        if not iteration:
+            count += watch[0](now_s)  # type: ignore[index]
+            continue
         if not step(now_s):
             break
         count += 1
@@ -65,8 +95,10 @@ def run_scheduled(
     interval_s: float,
     stop: threading.Event,
     max_iterations: int | None,
+    watch: tuple[Watch, float] | None = None,
 ) -> int:
-    """Iterations every `interval_s` wall seconds with apscheduler: never two at once, missed runs coalesced."""
+    """Iterations every `interval_s` wall seconds with apscheduler, and the surge watch every period it
+    comes with: never two at once, missed runs coalesced."""
     count = 0
     lock = threading.Lock()
 
@@ -82,6 +114,15 @@ def run_scheduled(
             if max_iterations is not None and count >= max_iterations:
                 stop.set()
 
+    def watch_job() -> None:
+        nonlocal count
+        with lock:
+            if stop.is_set() or not watch[0](clock()):  # type: ignore[index]
+                return
+            count += 1
+            if max_iterations is not None and count >= max_iterations:
+                stop.set()
+
     scheduler = BackgroundScheduler(timezone="UTC")
     scheduler.add_job(
         job,
@@ -91,6 +132,15 @@ def run_scheduled(
         misfire_grace_time=None,
         id="mape-loop",
     )
+    if watch is not None:
+        scheduler.add_job(
+            watch_job,
+            IntervalTrigger(seconds=watch[1]),
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=None,
+            id="surge-watch",
+        )
     scheduler.start()
     try:
         stop.wait()

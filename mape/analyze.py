@@ -16,12 +16,12 @@ import numpy as np
 
 from capacity.model import valid_windows
 from capacity.rows import RowGroups, stacked
-from forecasting.types import Forecast
 from mape import plausibility
 from mape.extensions import AnalysisExtension
 from mape.knowledge import Knowledge
+from mape.recent_load import expected_upper_rps, recent_rps
 from mape.vertex_analysis import analyse_vertices, job_level_only, with_needed_parallelism
-from messages.types import RECENT_S, Assessment, Observation, WorkerSeries
+from messages.types import Assessment, Observation, WorkerSeries
 from recovery.downtime import direction_of
 from recovery.predict import predict_restarts, replay_records
 
@@ -113,9 +113,12 @@ class Analyzer:
         knowledge.recovery.expire(observation.time_s)
         self._learn_recoveries(knowledge)
         forecast, recovery_s, lag_catch_up_s = None, {}, {}
-        recent_rps, expected_upper_rps = _recent(observation), math.nan
+        recent, latest = recent_rps(
+            observation.input_timestamps_s, observation.input_rate_rps, observation.time_s
+        )
+        expected_upper = math.nan
         if self.forecasting:
-            expected_upper_rps = _expected_upper(knowledge.forecaster.last_forecast, observation.time_s)
+            expected_upper = expected_upper_rps(knowledge.forecaster.last_forecast, observation.time_s)
             knowledge.forecaster.observe(observation.input_timestamps_s, observation.input_rate_rps)
             forecast = knowledge.forecaster.forecast(observation.time_s)
             recovery_s, lag_catch_up_s = self._recovery_per_candidate(
@@ -151,8 +154,9 @@ class Analyzer:
             bottleneck_vertex=view.bottleneck,
             vertices=vertices,
             forecast_upper_rps=forecast.upper_rps if forecast else None,
-            workload_recent_rps=recent_rps,
-            expected_upper_rps=expected_upper_rps,
+            workload_recent_rps=recent,
+            workload_latest_rps=latest,
+            expected_upper_rps=expected_upper,
             capacity_overestimate=knowledge.track_record.overestimate(),
             **_worker_rates(observation, capacity.settings.warmup_s),
         )
@@ -274,19 +278,3 @@ def per_second(timestamps_s: np.ndarray, rates_rps: np.ndarray, now_s: float) ->
         return np.array([np.nan])
     seconds = np.arange(np.floor(timestamps_s[known][0]), np.floor(now_s) + 1)
     return np.interp(seconds, timestamps_s[known], rates_rps[known])
-
-
-def _recent(observation: Observation) -> float:
-    """Mean input rate over the window's last RECENT_S seconds (NaN without samples there)."""
-    times, rates = observation.input_timestamps_s, observation.input_rate_rps
-    recent = rates[(times > observation.time_s - RECENT_S) & np.isfinite(rates)]
-    return float(recent.mean()) if len(recent) else math.nan
-
-
-def _expected_upper(previous: Forecast | None, now_s: float) -> float:
-    """The highest rate the previous forecast's upper bound allowed over the last RECENT_S seconds."""
-    if previous is None or previous.upper_rps is None:
-        return math.nan
-    times = previous.times_s
-    covered = (times > now_s - RECENT_S) & (times <= now_s)
-    return float(previous.upper_rps[covered].max()) if covered.any() else math.nan

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
+import numpy as np
+
 from messages.types import Observation
 
 
@@ -15,6 +17,13 @@ class MetricsSource(Protocol):
     """Monitor side: a snapshot of the last `window_s` seconds ending at `now_s`."""
 
     def observe(self, now_s: float, window_s: float) -> Observation: ...
+
+
+class RateSource(MetricsSource, Protocol):
+    """A source that can also read the input rate alone, cheaply: timestamps and rates of the last
+    `window_s` seconds (the surge watch reads it between iterations; without it there is no watch)."""
+
+    def input_rate(self, now_s: float, window_s: float) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 class ScalingTarget(Protocol):

@@ -19,10 +19,16 @@ from mape.analyze import Analyzer
 from mape.interfaces import MetricsSource, ScalingTarget
 from mape.knowledge import Knowledge, KnowledgeStore
 from mape.plan import GuardedPlan
+from mape.recent_load import expected_upper_rps, recent_rps, surging
 from mape.skew import IMBALANCE_THRESHOLD, SkewKnowledge, skew_of
-from messages.types import Assessment, Decision, Observation
+from messages.types import RECENT_S, Assessment, Decision, Observation
 from recovery.downtime import direction_of
 from recovery.tracker import ObservedRecovery
+
+SURGE_SETTLED = 0.02
+"""The surge watch acts once the newest rate sample is at most this much above the previous read's: a
+step shows as a ramp as long as the rate's meter window (10 s on the twin, 1 min in the default PromQL),
+and a surge sized half-way up that ramp takes a second restart."""
 
 
 @dataclass
@@ -62,6 +68,46 @@ class MapeLoop:
         self.window_s = window_s
         self.recovery_target_s = recovery_target_s
         self.log = log or structlog.get_logger("foresail.audit")
+        self.last_assessment: Assessment | None = None
+        self._surge_newest_rps: float | None = None
+
+    def surge_seen(self, now_s: float) -> bool:
+        """The surge watch between iterations: one read of the input rate alone; True (run an iteration
+        now: its plan's surge rule decides) when the load of the last seconds left the last forecast's
+        upper bound and exceeds the running capacity on two reads in a row, and the newest sample no longer
+        climbs (`SURGE_SETTLED`). The loop interval (60 s) is what a surge otherwise waits before
+        anything reacts; a step seen 50 s late had the lag over the SLO before the restart began. Quiet
+        for a loop interval after a rescale (its restart is the reaction), while the last iteration's own
+        assessment saw the surge (it decided on it), without a forecast (baselines) and where the source
+        cannot read the rate alone."""
+        read = getattr(self.source, "input_rate", None)
+        last, knowledge = self.last_assessment, self.knowledge
+        if read is None or last is None:
+            return False
+        if surging(last.workload_recent_rps, last.expected_upper_rps, last.capacity(last.current_scaleout)):
+            return False  # the last iteration saw this surge already: its decision stands until the next
+        if knowledge.last_rescale_s is not None and now_s - knowledge.last_rescale_s < self.window_s:
+            return False
+        expected = expected_upper_rps(knowledge.forecaster.last_forecast, now_s)
+        if not math.isfinite(expected):
+            return False
+        try:
+            timestamps_s, rates_rps = read(now_s, RECENT_S)
+        except Exception as error:  # the next iteration reads (and reports) the source again
+            self.log.warning("surge-watch-unreadable", time_s=now_s, error=_describe(error))
+            return False
+        recent, newest = recent_rps(timestamps_s, rates_rps, now_s)
+        if not surging(recent, expected, last.capacity(last.current_scaleout)):
+            self._surge_newest_rps = None
+            return False
+        previous, self._surge_newest_rps = self._surge_newest_rps, newest
+        if previous is None or newest > previous * (1.0 + SURGE_SETTLED):
+            return False  # a rate meter averages the seconds before a sample: wait until the level settles
+        self._surge_newest_rps = None
+        self.log.info(
+            "surge-watch", time_s=now_s, recent_rps=_round(recent), expected_upper_rps=_round(expected)
+        )
+        return True
 
     def iterate(self, now_s: float) -> IterationResult:
         started = time.perf_counter()
@@ -75,6 +121,7 @@ class MapeLoop:
             knowledge.remember_rescales(result.observation.completed_rescales)
             try:
                 result.assessment = self.analyzer.assess(result.observation, knowledge)
+                self.last_assessment = result.assessment
             except Exception as error:
                 result.errors["analyze"] = _describe(error)
         if result.assessment is not None:

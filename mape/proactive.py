@@ -15,9 +15,10 @@ rule that decided it:
 - ``max-scaleout``: nothing is valid: the most capacity there is, at the smallest scale-out that has it
   (within 1%; beyond it a hot key group's subtask or a vertex at its max parallelism gains nothing).
 - ``surge``: the load of the last seconds left the forecast's upper bound and exceeds the current capacity:
-  react now (also inside the stabilization window, `urgent`), to the smallest scale-out that carries that
-  load, the next loop's upper bound and the backlog (with what piles up during the restart) drained within
-  `surge_drain_s`.
+  react now (also inside the stabilization window, `urgent`; between iterations the loop's surge watch
+  runs one), to the smallest scale-out that carries that load (the higher of the last seconds' mean and
+  the newest sample: right after a step the mean still holds the level before it), the next loop's upper
+  bound and the backlog (with what piles up during the restart) drained within `surge_drain_s`.
 - ``rescale-not-worth-it``: a smaller scale-out would carry the load, but the worker-seconds it saves over
   the time it stays valid do not pay for the rescale (its predicted downtime and replay at the new
   scale-out, plus the scale-out back when the forecast says the load returns within the horizon).
@@ -175,8 +176,9 @@ class ProactivePolicy:
         if math.isfinite(expected) and recent <= expected:
             return None  # foreseen: the regular rules handle it
         upper = _upper(a, a.forecast_rps if a.forecast_rps is not None else np.array([recent]))
-        level = max(recent, _peak(upper, self.loop_interval_s))
-        piled_up = a.backlog_records + recent * (
+        now = max(recent, a.workload_latest_rps) if math.isfinite(a.workload_latest_rps) else recent
+        level = max(now, _peak(upper, self.loop_interval_s))
+        piled_up = a.backlog_records + now * (
             knowledge.downtime.estimate("out") + self.checkpoint_interval_s / 2
         )
         needed = level + piled_up / self.surge_drain_s

@@ -348,6 +348,10 @@ class Assessment:
     """Per second, the forecast raised to its empirical upper bound (how high the load may go)."""
     workload_recent_rps: float = math.nan
     """Mean input rate of the window's last `RECENT_S` seconds: what the load is now, not a minute ago."""
+    workload_latest_rps: float = math.nan
+    """The window's last input-rate sample. Right after a step the `RECENT_S` mean still mixes in the
+    level before it (one surge was sized for 35k rps where 56k arrived), so the surge rule sizes for the
+    higher of the two."""
     expected_upper_rps: float = math.nan
     """The highest load the previous forecast's upper bound allowed for those same seconds (NaN when no
     previous forecast covers them): a recent load above it left the forecast interval — a surge."""

@@ -89,8 +89,15 @@ class TwinMetricsSource:
         self._rescales_delivered += len(done)
         return tuple(done)
 
-    def observe(self, now_s: float, window_s: float) -> Observation:
-        """Samples at multiples of the scrape interval in (now_s - window_s, now_s]."""
+    def input_rate(self, now_s: float, window_s: float) -> tuple[np.ndarray, np.ndarray]:
+        """The input-rate samples `observe` would give, alone (the surge watch reads them between
+        iterations)."""
+        timestamps_s, ends = self._samples(now_s, window_s)
+        return timestamps_s, self._input_rate(ends)
+
+    def _samples(self, now_s: float, window_s: float) -> tuple[np.ndarray, np.ndarray]:
+        """Sample times at multiples of the scrape interval in (now_s - window_s, now_s] and the whole
+        second each one ends (a sample at t sees the seconds before t)."""
         if not (math.isfinite(now_s) and now_s >= 0):
             raise ValueError(f"now_s must be a finite time >= 0, got {now_s!r}")
         if not (math.isfinite(window_s) and window_s > 0):
@@ -100,12 +107,15 @@ class TwinMetricsSource:
             raise ValueError(
                 f"cannot observe {now_s} s: the twin has only simulated up to {self.twin.now_s} s"
             )
-
         timestamps_s = self._sample_times(now_s, window_s)
-        ends = np.floor(timestamps_s + _EPS).astype(np.int64)  # a sample at t sees seconds < t
+        ends = np.floor(timestamps_s + _EPS).astype(np.int64)
         keep = ends >= 1
-        timestamps_s, ends = timestamps_s[keep], ends[keep]
+        return timestamps_s[keep], ends[keep]
 
+    def observe(self, now_s: float, window_s: float) -> Observation:
+        """Samples at multiples of the scrape interval in (now_s - window_s, now_s]."""
+        timestamps_s, ends = self._samples(now_s, window_s)
+        t_now = math.floor(now_s + _EPS)
         state = self.twin.state_at(t_now)
         workers, subtasks = self._worker_series(t_now, timestamps_s, ends)
         problems: tuple[str, ...] = ()

@@ -319,3 +319,16 @@ def test_the_loop_holds_and_never_scales_on_what_a_broken_prometheus_gives(body)
     assert target.calls == []
     assert {r.decision.rule for r in results} == {"hold-bad-data"}
     assert {r.decision.target_scaleout for r in results} == {3}
+
+
+def test_the_input_rate_alone_is_the_observations_and_a_failure_raises(prometheus):
+    source = PrometheusMetricsSource(_config(prometheus.url))
+    timestamps, rates = source.input_rate(T_END, 15)
+    np.testing.assert_array_equal(timestamps, [T_END - 10, T_END - 5, T_END])
+    np.testing.assert_allclose(rates, 1000 + 10 * (timestamps - T0) / STEP)
+    server = FakeServer(lambda handler: (503, b"overloaded"))
+    try:
+        with pytest.raises(Exception, match="503"):  # the surge watch logs it in one line and waits
+            PrometheusMetricsSource(_config(server.url, retries=0)).input_rate(T_END, 15)
+    finally:
+        server.close()

@@ -87,3 +87,20 @@ def test_version():
     done = _run(REPO, "--version")
     assert done.returncode == 0
     assert done.stdout.startswith("foresail ") and done.stdout.split()[1][0].isdigit()
+
+
+def test_a_surge_between_iterations_gets_its_own_iteration_and_the_progress_says_so(tmp_path: Path):
+    """The surge watch on `foresail run`'s virtual clock: a step at 1,215 s is met before the 1,260 s
+    iteration, and the progress counts that iteration apart from the scheduled 30."""
+    trace = tmp_path / "step.csv"
+    trace.write_text("second|count\n" + "".join(f"{s}|{20000 if s < 1215 else 50000}\n" for s in range(1800)))
+    config = tmp_path / "foresail.yaml"
+    config.write_text(f"twin:\n  workload: {trace}\n")
+    done = _run(tmp_path, "run", "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    (watch,) = [e for e in events if e["event"] == "surge-watch"]
+    surge = next(e for e in events if e["event"] == "iteration" and e["time_s"] == watch["time_s"])
+    assert 1215 < surge["time_s"] < 1260 and surge["decision"]["rule"] == "surge" and surge["executed"]
+    assert len([e for e in events if e["event"] == "iteration"]) == 31
+    assert "foresail run: 30 iterations (+1 on surges)" in done.stderr

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from daemon.schedule import ScaledClock, run_scheduled, run_virtual
+from daemon.schedule import ScaledClock, run_scheduled, run_virtual, virtual_times
 
 
 def test_virtual_driver_steps_by_the_interval_and_stops_on_request():
@@ -73,3 +73,64 @@ def test_the_daemon_runs_an_hpa_baseline_at_the_hpa_sync_period(tmp_path):
     times = [d.time_s for d in store.decisions()]
     store.close()
     assert np.diff(times).tolist() == [15.0, 15.0, 15.0]
+
+
+def test_virtual_times_put_the_watch_between_iterations_on_its_own_grid():
+    times = virtual_times(100.0, 60.0, 25.0)
+    assert [next(times) for _ in range(6)] == [
+        (125.0, False),
+        (150.0, False),
+        (160.0, True),
+        (175.0, False),
+        (200.0, False),
+        (220.0, True),
+    ]
+    assert [next(virtual_times(0.0, 60.0, None)) for _ in range(2)] == [(60.0, True), (60.0, True)]
+
+
+def test_virtual_driver_runs_the_watch_between_iterations_and_counts_the_iterations_it_ran():
+    watched: list[float] = []
+    steps: list[float] = []
+
+    def watch(now_s: float) -> bool:
+        watched.append(now_s)
+        return now_s == 100.0  # the watch ran an iteration here
+
+    count = run_virtual(
+        lambda now: steps.append(now) is None and now <= 120.0,
+        0.0,
+        60.0,
+        threading.Event(),
+        None,
+        (watch, 20.0),
+    )
+    assert count == 3
+    assert steps == [60.0, 120.0, 180.0]
+    assert watched == [20.0, 40.0, 80.0, 100.0, 140.0, 160.0]
+    # the iteration budget counts the watch's iterations too
+    assert run_virtual(lambda now: True, 0.0, 60.0, threading.Event(), 2, (lambda now: True, 20.0)) == 2
+
+
+def test_scheduled_watch_runs_often_and_never_beside_an_iteration():
+    running, overlaps, watched = 0, 0, []
+    guard = threading.Lock()
+
+    def busy(record: list | None) -> None:
+        nonlocal running, overlaps
+        with guard:
+            running += 1
+            overlaps = max(overlaps, running)
+        if record is not None:
+            record.append(time.monotonic())
+        time.sleep(0.03)  # work that takes a while, so that overlaps would show (not synchronisation)
+        with guard:
+            running -= 1
+
+    def step(now_s: float) -> bool:
+        busy(None)
+        return True
+
+    count = run_scheduled(step, time.monotonic, 0.2, threading.Event(), 3, (lambda now: busy(watched), 0.02))
+    assert count == 3
+    assert overlaps == 1
+    assert len(watched) >= 3  # many watch reads between three iterations 0.2 s apart

@@ -80,7 +80,8 @@ def _decisions(tmp_path: Path, parts: list[tuple[int, float]]) -> list[dict]:
         {"twin": {"workload": str(trace)}, "forecast": no_arima, "knowledge": {"path": ":memory:"}}
     )
     simulate(config, audit_path=tmp_path / "audit.jsonl")
-    return [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    events = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    return [e for e in events if e["event"] == "iteration"]
 
 
 TRANSITION_WINDOW_S = 600.0

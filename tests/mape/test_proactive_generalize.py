@@ -61,6 +61,26 @@ def test_a_surge_outside_the_forecast_interval_scales_out_to_carry_it_and_its_ba
     assert "62000" in reasons[0]
 
 
+def test_a_surge_is_sized_on_the_newest_sample_when_the_mean_still_holds_the_level_before_a_step():
+    # the last 15 s average 45k (20k, 55k, 60k); the newest sample says 60k arrive now
+    a = _assessment(
+        30_000,
+        20_000,
+        current=4,
+        workload_recent_rps=45_000.0,
+        workload_latest_rps=60_000.0,
+        expected_upper_rps=21_000.0,
+    )
+    target, rule, _ = _policy().propose(a, _knowledge())
+    assert rule == "surge"
+    assert target == int(np.ceil((60_000 + 60_000 * (30 + 5) / 120) / PER_WORKER_RPS))
+    # a newest sample below the mean (the surge ebbs) does not lower the size
+    ebbing = dataclasses.replace(a, workload_latest_rps=30_000.0)
+    assert _policy().propose(ebbing, _knowledge())[0] == int(
+        np.ceil((45_000 * (1 + 35 / 120)) / PER_WORKER_RPS)
+    )
+
+
 def test_a_surge_that_the_forecast_foresaw_is_left_to_the_regular_rules():
     a = _assessment(45_000, 63_000, current=4, workload_recent_rps=62_000.0, expected_upper_rps=66_000.0)
     _, rule, _ = _policy().propose(a, _knowledge())

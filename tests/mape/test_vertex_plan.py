@@ -236,6 +236,9 @@ def test_a_surge_raises_every_vertex_at_once_even_inside_stabilization():
     decision = GuardedPlan(policy(), 1, 32, 180.0).decide(surging, knowledge)
     assert decision.rule == "vertex-surge" and decision.target_vertex_parallelism["map"] == 7
     assert "inside stabilization" in decision.reasons[-1]
+    # the newest sample above the 15 s mean (a step half-way through it): sized for it, 8,000 + backlog
+    stepping = dataclasses.replace(surging, workload_latest_rps=8_000.0)
+    assert policy().urgent(stepping, knowledge).vertex_parallelism["map"] == 9  # ⌈8,300 / 1,000⌉
     foreseen = dataclasses.replace(surging, expected_upper_rps=6_500.0)  # within the forecast's bound
     assert policy().urgent(foreseen, knowledge) is None
     assert GuardedPlan(policy(), 1, 32, 180.0).decide(foreseen, knowledge).rule == "stabilization"
