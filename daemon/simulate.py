@@ -18,7 +18,7 @@ from daemon.schedule import virtual_times
 from forecasting.executor import InlineExecutor
 from mape.knowledge import Knowledge, KnowledgeStore
 from mape.latency_policy import LATENCY, LatencyKnowledge
-from mape.loop import IterationResult, MapeLoop
+from mape.loop import MapeLoop
 from simulator.baselines import oracle_workers
 from simulator.metrics import mean_latency_per_second_s
 from simulator.recoveries import recovery_summary
@@ -46,9 +46,10 @@ def simulate(
         all_errors: list[float] = []  # every scale-out's estimate, not just the current one's
         vertices = VertexScorer(world.twin)
         scaleouts = range(config.scaling.min_scaleout, config.scaling.max_scaleout + 1)
-        for now_s, result in _iterations(loop, world, loop_interval_s(config), surge_watch_s(config)):
+        for now_s in _iteration_times(loop, world, loop_interval_s(config), surge_watch_s(config)):
             true_rps = world.twin.true_capacity_rps()
             true_by_n = {n: world.twin.true_capacity_rps_for(n) for n in scaleouts}
+            result = loop.iterate(now_s)
             vertices.observe_skew(result.skew)
             observed.extend(result.recoveries)
             if result.executed:
@@ -96,17 +97,17 @@ def simulate(
     return summary
 
 
-def _iterations(
+def _iteration_times(
     loop: MapeLoop, world: TwinWorld, interval_s: float, watch_s: float | None
-) -> Iterator[tuple[float, IterationResult]]:
-    """The loop's iterations over the trace, every `interval_s`, and those the surge watch runs in between
-    (it reads every `watch_s`); the twin advanced to each time first."""
+) -> Iterator[float]:
+    """When the loop iterates over the trace: every `interval_s`, and in between when the surge watch
+    (reading every `watch_s`) sees a surge; the twin advanced to each time first."""
     for now_s, iteration in virtual_times(0.0, interval_s, watch_s):
         if now_s > world.end_s:
             return
         world.twin.advance_to(now_s)
         if iteration or loop.surge_seen(now_s):
-            yield now_s, loop.iterate(now_s)
+            yield now_s
 
 
 def _latency_summary(twin: Twin, config: Config, knowledge: Knowledge) -> dict[str, object]:
