@@ -176,7 +176,7 @@ class ProactivePolicy:
         if math.isfinite(expected) and recent <= expected:
             return None  # foreseen: the regular rules handle it
         upper = _upper(a, a.forecast_rps if a.forecast_rps is not None else np.array([recent]))
-        now = max(recent, a.workload_latest_rps) if math.isfinite(a.workload_latest_rps) else recent
+        now = a.surge_load_rps
         level = max(now, _peak(upper, self.loop_interval_s))
         piled_up = a.backlog_records + now * (
             knowledge.downtime.estimate("out") + self.checkpoint_interval_s / 2

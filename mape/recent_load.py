@@ -36,7 +36,6 @@ def expected_upper_rps(previous: Forecast | None, now_s: float) -> float:
 
 
 def surging(recent: float, expected_upper: float, capacity_rps: float) -> bool:
-    """The load left the forecast's upper bound and exceeds the running capacity. Unknown values (NaN)
-    never make a surge here: the watch acts only on a forecast it has (the plan's surge rule, which runs
-    on a whole Observation, also treats a missing forecast as unforeseen)."""
+    """The load left the forecast's upper bound and exceeds the running capacity; an unknown value (NaN)
+    makes no surge (the watch acts only on a forecast it has)."""
     return recent > expected_upper and recent > capacity_rps

@@ -323,7 +323,7 @@ class VertexPolicy:
         running = sizing.evaluate(current, dict.fromkeys(current, "keep"))
         if not recent > running.capacity_rps or (math.isfinite(expected) and recent <= expected):
             return None
-        now = max(recent, a.workload_latest_rps) if math.isfinite(a.workload_latest_rps) else recent
+        now = a.surge_load_rps
         level = max(now, _peak(_forecast(a), self.loop_interval_s))
         piled_up = a.backlog_records + now * context.state.downtime.estimate("out")
         needed = level + piled_up / self.surge_drain_s

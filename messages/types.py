@@ -368,6 +368,13 @@ class Assessment:
     def capacity(self, scaleout: int) -> float:
         return self.capacities_rps.get(scaleout, float("nan"))
 
+    @property
+    def surge_load_rps(self) -> float:
+        """What a surge is sized for: the higher of the recent mean and the newest sample (a rate still
+        climbing after a step), the mean alone without a newest sample."""
+        latest = self.workload_latest_rps
+        return max(self.workload_recent_rps, latest) if math.isfinite(latest) else self.workload_recent_rps
+
     def planned_capacity(self, scaleout: int) -> float:
         """The capacity to plan with: as measured at the running scale-out, elsewhere the model's prediction
         lowered by how far its predictions have been too high (`capacity_overestimate`)."""
