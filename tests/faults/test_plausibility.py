@@ -96,6 +96,18 @@ def test_one_scrape_missed_at_the_newest_step_is_not_a_parallelism_mismatch():
     assert "parallelism-mismatch" in {p.reason for p in plausibility.check(_observation(workers=gone))}
 
 
+def test_a_worker_that_just_joined_without_a_throughput_sample_is_not_a_parallelism_mismatch():
+    """Seen on the end-to-end Kubernetes path: 5 s after a scale-out was ready, the new TaskManager had CPU
+    samples but its throughput meter had not been scraped yet."""
+    joined = WorkerSeries("tm-3", STAMPS, np.r_[np.full(11, np.nan), 0.2], np.full(12, np.nan))
+    workers = (_worker(0), _worker(1), _worker(2), joined)
+    assert plausibility.check(_observation(workers=workers, parallelism=4)) == []
+    missing = (_worker(0), _worker(1), _worker(2))  # the fourth worker not listed at all
+    assert [p.reason for p in plausibility.check(_observation(workers=missing, parallelism=4))] == [
+        "parallelism-mismatch"
+    ]
+
+
 def test_a_stale_cpu_series_alone_is_named_too():
     cpu_stopped = np.r_[np.full(4, 0.5), np.full(8, np.nan)]
     workers = (_worker(0), WorkerSeries("tm-1", STAMPS, cpu_stopped, np.full(12, 300.0)), _worker(2))
