@@ -29,8 +29,9 @@ class RunProgress:
         self.live = stream.isatty()
         self.started = time.perf_counter()
         self.iterations = 0
+        """Scheduled iterations (of `total`)."""
         self.surge_iterations = 0
-        """Of `iterations`, those the surge watch ran between the scheduled ones (beyond `total`)."""
+        """Iterations the surge watch ran between the scheduled ones."""
         self.rescales = Counter[str]()
         self.rules = Counter[str]()
         self.models = Counter[str]()
@@ -44,8 +45,10 @@ class RunProgress:
         return max(0, round((self.end_s - self.start_s) / self.interval_s))
 
     def record(self, result: IterationResult, surge: bool = False) -> None:
-        self.iterations += 1
-        self.surge_iterations += surge
+        if surge:
+            self.surge_iterations += 1
+        else:
+            self.iterations += 1
         self.now_s = result.time_s
         decision, assessment = result.decision, result.assessment
         if decision is not None:
@@ -63,7 +66,7 @@ class RunProgress:
     def line(self) -> str:
         workers = self.scaleouts[-1] if self.scaleouts else "?"
         return (
-            f"iteration {self.iterations - self.surge_iterations}/{self.total}{self._surges()}  "
+            f"iteration {self.iterations}/{self.total}{self._surges()}  "
             f"trace {clock(self.now_s)} of {clock(self.end_s)}  "
             f"{workers} workers  {sum(self.rescales.values())} rescales  "
             f"{time.perf_counter() - self.started:.0f} s"
@@ -72,7 +75,7 @@ class RunProgress:
     def _show(self) -> None:
         if self.live:
             now = time.perf_counter()
-            if now - self._last_draw >= 0.2 or self.iterations - self.surge_iterations == self.total:
+            if now - self._last_draw >= 0.2 or self.iterations == self.total:
                 self._last_draw = now
                 print(f"\r{self.line()}\033[K", end="", file=self.stream, flush=True)
         elif self.now_s >= self._next_line_s:
@@ -96,7 +99,7 @@ class RunProgress:
             else "-"
         )
         lines = [
-            f"foresail run: {self.iterations - self.surge_iterations} iterations{self._surges()} on the digital twin "
+            f"foresail run: {self.iterations} iterations{self._surges()} on the digital twin "
             f"({workload}), "
             f"trace {clock(self.start_s)} → {clock(self.now_s)} of {clock(self.end_s)}, {wall_s:.1f} s wall time",
             f"  workers      {workers}; {_number(score.get('avg_workers'))} on average so far "

@@ -64,11 +64,12 @@ def run_virtual(
     """Iterations back to back on a virtual clock, with the surge watch (and its period) between them;
     returns how many iterations ran."""
     count = 0
-    for now_s, iteration in virtual_times(start_s, interval_s, watch[1] if watch else None):
+    surge_seen, watch_s = watch or (None, None)
+    for now_s, iteration in virtual_times(start_s, interval_s, watch_s):
         if stop.is_set() or (max_iterations is not None and count >= max_iterations):
             break
-        if not iteration:
-            count += watch[0](now_s)  # type: ignore[index]
+        if surge_seen is not None and not iteration:
+            count += surge_seen(now_s)
             continue
         if not step(now_s):
             break
@@ -114,10 +115,10 @@ def run_scheduled(
             if max_iterations is not None and count >= max_iterations:
                 stop.set()
 
-    def watch_job() -> None:
+    def watch_job(surge_seen: Watch) -> None:
         nonlocal count
         with lock:
-            if stop.is_set() or not watch[0](clock()):  # type: ignore[index]
+            if stop.is_set() or not surge_seen(clock()):
                 return
             count += 1
             if max_iterations is not None and count >= max_iterations:
@@ -136,6 +137,7 @@ def run_scheduled(
         scheduler.add_job(
             watch_job,
             IntervalTrigger(seconds=watch[1]),
+            args=(watch[0],),
             max_instances=1,
             coalesce=True,
             misfire_grace_time=None,

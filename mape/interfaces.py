@@ -6,7 +6,7 @@ The loop never knows whether it talks to Prometheus/Kubernetes or to the digital
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -19,6 +19,7 @@ class MetricsSource(Protocol):
     def observe(self, now_s: float, window_s: float) -> Observation: ...
 
 
+@runtime_checkable
 class RateSource(MetricsSource, Protocol):
     """A source that can also read the input rate alone, cheaply: timestamps and rates of the last
     `window_s` seconds (the surge watch reads it between iterations; without it there is no watch)."""

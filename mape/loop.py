@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 import structlog
 
 from mape.analyze import Analyzer
-from mape.interfaces import MetricsSource, ScalingTarget
+from mape.interfaces import MetricsSource, RateSource, ScalingTarget
 from mape.knowledge import Knowledge, KnowledgeStore
 from mape.plan import GuardedPlan
 from mape.recent_load import expected_upper_rps, recent_rps, surging
@@ -80,11 +80,11 @@ class MapeLoop:
         for a loop interval after a rescale (its restart is the reaction), while the last iteration's own
         assessment saw the surge (it decided on it), without a forecast (baselines) and where the source
         cannot read the rate alone."""
-        read = getattr(self.source, "input_rate", None)
         last, knowledge = self.last_assessment, self.knowledge
-        if read is None or last is None:
+        if not isinstance(self.source, RateSource) or last is None:
             return False
-        if surging(last.workload_recent_rps, last.expected_upper_rps, last.capacity(last.current_scaleout)):
+        capacity_rps = last.capacity(last.current_scaleout)
+        if surging(last.workload_recent_rps, last.expected_upper_rps, capacity_rps):
             return False  # the last iteration saw this surge already: its decision stands until the next
         if knowledge.last_rescale_s is not None and now_s - knowledge.last_rescale_s < self.window_s:
             return False
@@ -92,12 +92,12 @@ class MapeLoop:
         if not math.isfinite(expected):
             return False
         try:
-            timestamps_s, rates_rps = read(now_s, RECENT_S)
+            timestamps_s, rates_rps = self.source.input_rate(now_s, RECENT_S)
         except Exception as error:  # the next iteration reads (and reports) the source again
             self.log.warning("surge-watch-unreadable", time_s=now_s, error=_describe(error))
             return False
         recent, newest = recent_rps(timestamps_s, rates_rps, now_s)
-        if not surging(recent, expected, last.capacity(last.current_scaleout)):
+        if not surging(recent, expected, capacity_rps):
             self._surge_newest_rps = None
             return False
         previous, self._surge_newest_rps = self._surge_newest_rps, newest
