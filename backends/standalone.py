@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -23,27 +24,46 @@ LOAD_JOB_CLASS = "TraceLoadJob"
 LOAD_JOB_JAR = "foresail-trace-load.jar"
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_handed_out: set[int] = set()
 
 
-def free_port_range(count: int) -> int:
-    """First of `count` consecutive free ports (for the Prometheus reporter's port range)."""
-    for _ in range(200):
-        base = free_port()
-        if base + count > 65000:
-            continue
-        with contextlib.ExitStack() as stack:
-            try:
-                for port in range(base, base + count):
-                    probe = stack.enter_context(socket.socket())
-                    probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
+def _listen_range() -> range:
+    """Ports below the kernel's ephemeral range: an outgoing connection never takes one of them between
+    our probe and the server's bind (a JobManager once lost its REST port that way)."""
+    try:
+        ephemeral_low = int(_EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32768
+    return range(10000, max(ephemeral_low, 10001))
+
+
+def _bindable(ports: range) -> bool:
+    """Every port in `ports` free on all interfaces (the Prometheus reporter binds them all)."""
+    with contextlib.ExitStack() as stack:
+        try:
+            for port in ports:
+                probe = stack.enter_context(socket.socket())
+                probe.bind(("", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port_range(count: int = 1) -> int:
+    """First of `count` consecutive free ports, never one this process handed out before."""
+    candidates = _listen_range()
+    for _ in range(500):
+        base = random.randrange(candidates.start, candidates.stop - count + 1)
+        ports = range(base, base + count)
+        if _handed_out.isdisjoint(ports) and _bindable(ports):
+            _handed_out.update(ports)
             return base
-    raise RuntimeError(f"no {count} consecutive free ports")
+    raise RuntimeError(f"no {count} consecutive free ports in {candidates.start}-{candidates.stop - 1}")
+
+
+def free_port() -> int:
+    return free_port_range(1)
 
 
 def cluster_settings(

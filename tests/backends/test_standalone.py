@@ -1,10 +1,14 @@
-"""backends/standalone.py: the load job's programmed trace and the cluster configuration it writes."""
+"""backends/standalone.py: the load job's programmed trace, the ports it picks and the cluster configuration it
+writes."""
 
+import socket
 import time
+from pathlib import Path
 
 import yaml
 
-from backends.standalone import TraceFile, cluster_settings, write_conf
+from backends import standalone
+from backends.standalone import TraceFile, cluster_settings, free_port, free_port_range, write_conf
 
 
 def _rates(trace: TraceFile) -> list[int]:
@@ -38,3 +42,19 @@ def test_the_written_configuration_keeps_the_shipped_java_options(tmp_path):
     assert written["env.java.opts.all"] == "--add-opens=x=ALL"
     assert written["metrics.reporter.prom.port"] == "9250-9253" and written["a.b"] == "it's"
     assert "scheduler-mode" not in written and written["rest.port"] == 8081
+
+
+def test_ports_are_picked_below_the_ephemeral_range_once_each_and_never_a_taken_one(monkeypatch):
+    ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    bases = [free_port_range(8) for _ in range(5)]
+    singles = [free_port() for _ in range(20)]
+    taken = [port for base in bases for port in range(base, base + 8)] + singles
+    assert len(set(taken)) == len(taken), "a port is handed out once per process"
+    assert all(port + 1 <= ephemeral_low for port in taken), "no outgoing connection can take one"
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        held = holder.getsockname()[1]
+        offers = iter([held, held + 1 if held < 65535 else held - 1])
+        monkeypatch.setattr(standalone.random, "randrange", lambda *_: next(offers))
+        assert free_port() != held, "a port something listens on is skipped"

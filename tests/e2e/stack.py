@@ -205,11 +205,18 @@ class FlinkStack:
 
     def wait_parallelism(self, parallelism: int, timeout_s: float) -> JobStatus:
         def at_target() -> JobStatus | None:
-            assert self.cluster.jobmanager() is not None, f"JobManager exited; logs in {self.state_dir}"
+            assert self.cluster.jobmanager() is not None, self._exit_reason()
             status = self.status()
             return status if status and status.running and status.parallelism == parallelism else None
 
         return wait_for(at_target, timeout_s, f"the job running at parallelism {parallelism}")
+
+    def _exit_reason(self) -> str:
+        """The JobManager log's last cause, so that a CI log says why without the machine at hand."""
+        log = self.state_dir / "jobmanager.log"
+        lines = log.read_text(errors="replace").splitlines() if log.is_file() else []
+        causes = [line.strip() for line in lines if line.startswith("Caused by:") or " ERROR " in line]
+        return f"JobManager exited ({causes[-1] if causes else 'no cause logged'}); logs in {self.state_dir}"
 
     def stop(self) -> None:
         self.cluster.stop_all()
