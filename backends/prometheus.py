@@ -162,13 +162,19 @@ class PrometheusMetricsSource:
         """Per optional signal, the reason last logged for its absence (None: logged as back)."""
 
     def input_rate(self, now_s: float, window_s: float) -> tuple[np.ndarray, np.ndarray]:
-        """The input rate alone, one range query (the surge watch reads it between iterations). Raises on
-        an unreachable Prometheus or an answer that is not a matrix; no series gives NaN."""
+        """The surge signal alone (the surge watch reads it between iterations): the short-window rate,
+        or the input rate where that has no samples. Raises on an unreachable Prometheus or an answer that
+        is not a matrix; no series gives NaN."""
         grid = sample_grid(now_s, window_s, self.config.step_s)
         if not len(grid):
             return grid, np.array([])
-        answer = self.client.range(self.config.query_input_rate, grid[0], grid[-1], self.config.step_s)
-        rates = parse_matrix(answer, grid, self.config.step_s, None).get("", np.full(len(grid), np.nan))
+        rates = np.full(len(grid), np.nan)
+        for query in (self.config.query_input_rate_recent, self.config.query_input_rate):
+            if query:
+                answer = self.client.range(query, grid[0], grid[-1], self.config.step_s)
+                rates = parse_matrix(answer, grid, self.config.step_s, None).get("", rates)
+                if np.isfinite(rates).any():
+                    break
         return grid, rates
 
     def observe(self, now_s: float, window_s: float) -> Observation:
@@ -234,6 +240,7 @@ class PrometheusMetricsSource:
         operators, managed_mb = self._state(now_s, window_s, reading.unreachable)
         job_graph, subtasks = self._per_vertex(grid, reading.unreachable)
         latency_ms = self._latency(grid, reading.unreachable)
+        recent_rate = self._recent_rate(grid, reading.unreachable)
         return Observation(
             time_s=float(now_s),
             window_s=float(window_s),
@@ -250,7 +257,29 @@ class PrometheusMetricsSource:
             job_graph=job_graph,
             subtasks=subtasks,
             latency_ms=latency_ms,
+            recent_input_rate_rps=recent_rate,
         )
+
+    def _recent_rate(self, grid: np.ndarray, unreachable: str | None) -> np.ndarray | None:
+        """The short-window input rate on the grid; None, logged once, when it is not configured or has no
+        sample (a scrape interval too long for its window): surges are then judged on the input rate."""
+        query = self.config.query_input_rate_recent
+        if not query or unreachable is not None or not len(grid):
+            return None
+        reading = _Reading()
+        step = self.config.step_s
+        answer = reading.run("recent_input_rate", lambda: self.client.range(query, grid[0], grid[-1], step))
+        why = "; ".join(reading.problems)
+        if answer is not None:
+            try:
+                rates = parse_matrix(answer, grid, step, None).get("")
+            except BadAnswer as error:
+                rates, why = None, f"unexpected answer: {error}"
+            if rates is not None and np.isfinite(rates).any():
+                self._say("recent-input-rate", None)
+                return np.where(rates >= 0, rates, np.nan)
+        self._say("recent-input-rate", why or "no samples", query=query)
+        return None
 
     def _latency(self, grid: np.ndarray, unreachable: str | None) -> np.ndarray | None:
         """The job's latency in ms on the grid (the highest series where the query gives several); None,
@@ -434,6 +463,7 @@ class PrometheusMetricsSource:
 _SIGNAL_EVENTS = {
     "per-vertex": ("per-vertex-metrics-missing", "per-vertex-metrics-back", "warning"),
     "latency": ("latency-not-read", "latency-back", "info"),
+    "recent-input-rate": ("recent-input-rate-not-read", "recent-input-rate-back", "info"),
 }
 """An optional signal's log events when it goes missing and comes back, and the level of the first."""
 

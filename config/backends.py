@@ -51,6 +51,15 @@ class PrometheusConfig(_Section):
         "the two are measured over slightly different samples, so a shrinking backlog could push the sum "
         "negative; with Kafka, the broker's messages-in rate).",
     )
+    query_input_rate_recent: str = Field(
+        "clamp_min("
+        'sum(rate(flink_taskmanager_job_task_operator_numRecordsOut{operator_name=~"Source.*"}[20s]))'
+        "+sum(deriv(flink_taskmanager_job_task_operator_pendingRecords[20s])), 0)",
+        description="The same rate over a short window: the surge signal the surge watch and the surge rules "
+        "read (over 1 min a step takes a minute to show in full, the watch's 10 s reads would wait for it). "
+        "Needs a scrape interval of 10 s or less; where it gives no samples (a slower scrape, '' = not "
+        "queried) surges are judged on query_input_rate, said once in the log.",
+    )
     query_backlog: str = Field(
         "sum(flink_taskmanager_job_task_operator_pendingRecords)",
         description="Records waiting to be read (FLIP-33 pendingRecords summed; Kafka lag).",

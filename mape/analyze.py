@@ -19,7 +19,7 @@ from capacity.rows import RowGroups, stacked
 from mape import plausibility
 from mape.extensions import AnalysisExtension
 from mape.knowledge import Knowledge
-from mape.recent_load import expected_upper_rps, recent_rps
+from mape.recent_load import expected_upper_rps, observed_recent_rps
 from mape.vertex_analysis import analyse_vertices, job_level_only, with_needed_parallelism
 from messages.types import Assessment, Observation, WorkerSeries
 from recovery.downtime import direction_of
@@ -113,9 +113,7 @@ class Analyzer:
         knowledge.recovery.expire(observation.time_s)
         self._learn_recoveries(knowledge)
         forecast, recovery_s, lag_catch_up_s = None, {}, {}
-        recent, latest = recent_rps(
-            observation.input_timestamps_s, observation.input_rate_rps, observation.time_s
-        )
+        recent, latest = observed_recent_rps(observation)
         expected_upper = math.nan
         if self.forecasting:
             expected_upper = expected_upper_rps(knowledge.forecaster.last_forecast, observation.time_s)

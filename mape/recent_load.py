@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from forecasting.types import Forecast
-from messages.types import RECENT_S
+from messages.types import RECENT_S, Observation
 
 
 def recent_rps(timestamps_s: np.ndarray, rates_rps: np.ndarray, now_s: float) -> tuple[float, float]:
@@ -23,6 +23,17 @@ def recent_rps(timestamps_s: np.ndarray, rates_rps: np.ndarray, now_s: float) ->
     if not covered.any():
         return math.nan, math.nan
     return float(rates[covered].mean()), float(rates[covered][np.argmax(times[covered])])
+
+
+def observed_recent_rps(observation: Observation) -> tuple[float, float]:
+    """`recent_rps` of an observation: on its short-window rate where that has samples in the last
+    RECENT_S seconds, else on its input rate."""
+    for rates in (observation.recent_input_rate_rps, observation.input_rate_rps):
+        if rates is not None:
+            recent, newest = recent_rps(observation.input_timestamps_s, rates, observation.time_s)
+            if math.isfinite(recent):
+                return recent, newest
+    return math.nan, math.nan
 
 
 def expected_upper_rps(previous: Forecast | None, now_s: float) -> float:

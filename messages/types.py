@@ -212,12 +212,19 @@ class Observation:
     completed_rescales: tuple[CompletedRescale, ...] = ()
     """Rescales the execute side saw finish since the previous observation, with their measured downtime
     (the per-vertex path measures it exactly: request → every vertex running at its target)."""
+    recent_input_rate_rps: np.ndarray | None = None
+    """The input rate over a shorter window, at the input-rate timestamps: what surges are judged on where
+    `input_rate_rps` is smoothed over a minute; None where the backend has only the one rate."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "input_timestamps_s", frozen_array(self.input_timestamps_s))
         object.__setattr__(self, "input_rate_rps", frozen_array(self.input_rate_rps))
         if len(self.input_timestamps_s) != len(self.input_rate_rps):
             raise ValueError("input rate: timestamps and values of different lengths")
+        if self.recent_input_rate_rps is not None:
+            object.__setattr__(self, "recent_input_rate_rps", frozen_array(self.recent_input_rate_rps))
+            if len(self.recent_input_rate_rps) != len(self.input_timestamps_s):
+                raise ValueError("recent input rate: timestamps and values of different lengths")
         if self.latency_ms is not None:
             object.__setattr__(self, "latency_ms", frozen_array(self.latency_ms))
             if len(self.latency_ms) != len(self.input_timestamps_s):

@@ -18,8 +18,8 @@ from config.schema import Config
 from daemon.build import make_loop, make_twin, surge_watch_s
 from daemon.simulate import simulate
 from mape.knowledge import Knowledge, KnowledgeStore
-from mape.recent_load import expected_upper_rps, recent_rps, surging
-from messages.types import RECENT_S
+from mape.recent_load import expected_upper_rps, observed_recent_rps, recent_rps, surging
+from messages.types import RECENT_S, Observation
 
 STEP_S = 1215
 """The step trace: 20k rps, then 50k from here (between two 60 s iterations)."""
@@ -40,6 +40,19 @@ def test_recent_rate_is_the_mean_of_the_last_seconds_and_the_newest_sample_by_ti
     assert (mean, newest) == (200.0, 300.0)  # 80 is older than RECENT_S, 95 is a gap
     assert all(math.isnan(v) for v in recent_rps(times, np.full(4, np.nan), 100.0))
     assert RECENT_S == 15
+
+
+def test_an_observation_is_judged_on_its_short_window_rate_where_that_has_samples():
+    times = np.array([90.0, 95.0, 100.0])
+
+    def observation(recent: np.ndarray | None) -> Observation:
+        smoothed = np.array([100.0, 110.0, 120.0])  # a minute's rate still climbing towards the step
+        return Observation(100.0, 60.0, times, smoothed, (), None, None, None, recent_input_rate_rps=recent)
+
+    assert observed_recent_rps(observation(np.array([240.0, 270.0, 300.0]))) == (270.0, 300.0)
+    # no short-window samples: the input rate
+    assert observed_recent_rps(observation(np.full(3, np.nan))) == (110.0, 120.0)
+    assert observed_recent_rps(observation(None)) == (110.0, 120.0)
 
 
 def test_only_a_known_forecast_and_capacity_make_a_surge():
