@@ -153,6 +153,7 @@ def make_policy(config: Config) -> Policy:
             scaling.slot_sharing_groups,
             scaling.subtask_price,
             scaling.surge_drain_s,
+            scale_out_lookahead_s=scaling.stabilization_s + config.loop.interval_s,
         )
     if scaling.policy in ("foresail", "foresail-cpu-only"):
         proactive = ProactivePolicy(

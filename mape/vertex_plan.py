@@ -17,14 +17,19 @@ Daedalus's recovery bound, every changed vertex in one rescale.
   ⌈slots / slots per TaskManager⌉.
 - Choice (Daedalus Algorithm 1 with configurations in place of scale-outs): keep the running configuration
   shortly after a rescale while it carries the load until the next loop (``vertex-only-if-necessary``);
-  else size for the horizon's forecast peak, raised in 5% steps until the predicted recovery (the
+  else size for the forecast peak, raised in 5% steps until the predicted recovery (the
   per-vertex path's learned downtime, no replay: Flink 2.x restarts from a checkpoint taken for the
   rescale) meets the recovery target and the configuration carries the forecast until recovered
-  (``vertex-long-lived``; ``vertex-max`` when none does). The running configuration is kept while it
+  (``vertex-long-lived``; ``vertex-max`` when none does). A scale-out is sized for the peak until the plan
+  may next replace it (`scale_out_lookahead_s`: stabilization + one loop), not for the whole horizon's:
+  a per-vertex rescale pauses the job for seconds, so growing again when the load does costs less than
+  holding the horizon's peak from now on (on the twin's 18 topology × trace cells, 11% fewer CPU-seconds,
+  none more seconds over the SLO). What comes down must still carry the whole horizon, so that a dip
+  between two rises is no scale-in followed by a scale-out. The running configuration is kept while it
   carries the average load and the forecast until its backlog is drained (at least until the next loop)
   and drains it within the target (``vertex-current-valid``: Daedalus keeps the current scale-out when it
-  is valid, and moves only to a long-lived one) unless the new one needs fewer slots (or sheds subtasks worth a TaskManager at `subtask_price`) and the job is
-  not catching up.
+  is valid, and moves only to a long-lived one) unless the new one needs fewer slots (or sheds subtasks
+  worth a TaskManager at `subtask_price`) and the job is not catching up.
 - Surge (``vertex-surge``, also inside the stabilization window through `urgent`): when the load of the
   last seconds leaves the previous forecast's upper bound and exceeds what the running configuration
   carries, every vertex is sized at once for that load (or the next loop's forecast) plus the backlog and
@@ -271,7 +276,11 @@ class VertexPolicy:
         slot_sharing_groups: Mapping[str, str] | None = None,
         subtask_price: float = 0.0,
         surge_drain_s: float = 120.0,
+        scale_out_lookahead_s: float = math.inf,
     ) -> None:
+        self.scale_out_lookahead_s = scale_out_lookahead_s
+        """A scale-out is sized for the forecast peak of this long (the earliest the plan may replace it);
+        a scale-in, for the whole horizon's."""
         self.min_taskmanagers = min_taskmanagers
         self.max_taskmanagers = max_taskmanagers
         self.recovery_target_s = recovery_target_s
@@ -375,8 +384,19 @@ class VertexPolicy:
 
         margin = CAPACITY_ERROR if latency is not None else 0.0
         chosen, rule, why = self._candidate(
-            sizing, current, forecast, a.backlog_records, state.downtime, floors, margin
+            sizing,
+            current,
+            forecast,
+            a.backlog_records,
+            state.downtime,
+            floors,
+            margin,
+            self.scale_out_lookahead_s,
         )
+        if chosen.slots <= running.slots:  # no scale-out: what comes down must carry the whole horizon
+            chosen, rule, why = self._candidate(
+                sizing, current, forecast, a.backlog_records, state.downtime, floors, margin
+            )
         drain_s = predict_recovery_s(running.capacity_rps, forecast, a.backlog_records, 0.0, 0.0)
         running_valid = (  # Daedalus: the current scale-out needs only carry the load until recovered
             running.capacity_rps > average
@@ -433,11 +453,12 @@ class VertexPolicy:
         return proposal(target, rule, why, now, load)
 
     def _candidate(
-        self, sizing, current, forecast, backlog, downtime, floors, margin=0.0
+        self, sizing, current, forecast, backlog, downtime, floors, margin=0.0, lookahead_s=math.inf
     ) -> tuple[VertexConfiguration, str, str]:
-        """The configuration for the forecast peak, raised until it recovers within the target; with a
-        `margin`, sized so that it still carries the peak when it carries that share less than modelled."""
-        peak = float(forecast.max()) / (1.0 - margin)
+        """The configuration for the forecast peak of the next `lookahead_s`, raised until it recovers
+        within the target; with a `margin`, sized so that it still carries the peak when it carries that
+        share less than modelled."""
+        peak = _peak(forecast, lookahead_s) / (1.0 - margin)
         for step in range(RATE_STEPS + 1):
             rate = peak * (1 + RATE_STEP * step)
             config = sizing.configuration(rate, current, floors)

@@ -162,6 +162,20 @@ def test_scale_up_changes_every_vertex_in_one_proposal_with_a_rule_each():
     assert proposal.scaleout == 10  # TaskManagers: 10 slots, one per TaskManager
 
 
+def test_a_scale_out_is_sized_for_the_lookahead_and_a_scale_in_for_the_whole_horizon():
+    """Per-vertex rescales take seconds: growing for the next 240 s and again when the load does is cheaper
+    than holding the horizon's peak from now on; but what comes down must carry the horizon."""
+    rising = dataclasses.replace(assessment(4_500.0), forecast_rps=np.repeat([4_500.0, 9_500.0], [600, 300]))
+    near = policy(scale_out_lookahead_s=240.0).propose_configuration(rising, knowledge_with(FakeDag()))
+    assert near.vertex_parallelism == {"src": 1, "map": 5, "agg": 3}  # 2/4/4 carries 4,000: grows for 4,500
+    whole = policy().propose_configuration(rising, knowledge_with(FakeDag()))
+    assert whole.vertex_parallelism == {"src": 1, "map": 10, "agg": 5}
+    # a dip now, 3,500 back within the horizon: the running 2/4/4 stays (a scale-in to 1/2/1 would not last)
+    dip = dataclasses.replace(assessment(1_500.0), forecast_rps=np.repeat([1_500.0, 3_500.0], [600, 300]))
+    kept = policy(scale_out_lookahead_s=240.0).propose_configuration(dip, knowledge_with(FakeDag()))
+    assert kept.rule == "vertex-current-valid" and kept.vertex_parallelism == kept.current_vertex_parallelism
+
+
 def test_no_scale_down_that_saves_no_slot_unless_subtasks_have_a_price():
     knowledge = knowledge_with(FakeDag())
     kept = policy().propose_configuration(assessment(3_500.0), knowledge)  # needs src 1, map 4, agg 2
