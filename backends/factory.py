@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +15,7 @@ import structlog
 from backends.execution import FollowedTarget, FollowingSource, RescaleFollower
 from backends.flinkrest import FlinkRest
 from backends.localflink import LocalFlinkCluster, LocalFlinkTarget, LocalFlinkVertexTarget
-from backends.prometheus import PrometheusClient, PrometheusMetricsSource
+from backends.prometheus import PrometheusClient, PrometheusMetricsSource, probe_queries
 from config.load import ConfigError
 from config.schema import Config
 
@@ -162,35 +163,44 @@ def scheduler_problem(rest: FlinkRest) -> str | None:
 
 def check_connections(
     config: Config, granularity_override: str | None = None
-) -> list[tuple[str, str | None]]:
-    """(what, error or None) for Prometheus and the target: does each answer as configured? At vertex
-    granularity also whether the cluster's scheduler takes per-vertex parallelism."""
-    checks: list[tuple[str, str | None]] = []
+) -> list[tuple[str, str | None, bool]]:
+    """(what, problem or None, whether the daemon needs it) for Prometheus, each configured query and the
+    target: does each answer as configured? At vertex granularity also whether the cluster's scheduler
+    takes per-vertex parallelism."""
+    checks: list[tuple[str, str | None, bool]] = []
+    client = PrometheusClient(config.prometheus)
     try:
-        PrometheusClient(config.prometheus).ping()
-        checks.append((f"prometheus {config.prometheus.url}", None))
+        client.ping()
     except Exception as error:
-        checks.append((f"prometheus {config.prometheus.url}", f"{type(error).__name__}: {error}"))
+        checks.append((f"prometheus {config.prometheus.url}", f"{type(error).__name__}: {error}", True))
+    else:
+        checks.append((f"prometheus {config.prometheus.url}", None, True))
+        now_s = time.time()
+        for name, required, why in probe_queries(
+            client, config.prometheus, config.loop.effective_window_s, now_s
+        ):
+            checks.append((f"prometheus.{name}", why, required))
     if config.target.kind == "prometheus+kubernetes":
         from backends.kubernetes import api_client, make_resource
 
         what = f"{config.kubernetes.resource} {config.kubernetes.namespace}/{config.kubernetes.name}"
         try:
             desired = make_resource(api_client(config.kubernetes), config.kubernetes).desired()
-            checks.append((f"{what} (scale-out {desired})", None))
+            checks.append((f"{what} (scale-out {desired})", None, True))
         except Exception as error:
-            checks.append(
-                (what, f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
-            )
+            first_line = str(error).splitlines()[0] if str(error) else ""
+            checks.append((what, f"{type(error).__name__}: {first_line}", True))
     elif config.target.kind == "prometheus+local-flink":
         what = f"local flink {config.local_flink.rest_url}"
         try:
             local_cluster(config)
             status = FlinkRest(config.local_flink.rest_url).job_status()
-            checks.append((what, None if status is not None else "no running job answers on the REST API"))
+            checks.append(
+                (what, None if status is not None else "no running job answers on the REST API", True)
+            )
         except ConfigError as error:
-            checks.append((what, "; ".join(error.problems)))
+            checks.append((what, "; ".join(error.problems), True))
     if (granularity_override or granularity(config)) == "vertex":
         rest = vertex_rest(config)
-        checks.append((f"per-vertex rescaling through {rest.url}", scheduler_problem(rest)))
+        checks.append((f"per-vertex rescaling through {rest.url}", scheduler_problem(rest), True))
     return checks

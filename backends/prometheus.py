@@ -119,6 +119,39 @@ class PrometheusClient:
         self.instant("1", datetime.now(UTC).timestamp())
 
 
+REQUIRED_QUERIES = (
+    "query_freshness",
+    "query_input_rate",
+    "query_worker_cpu",
+    "query_worker_throughput",
+    "query_backlog",
+    "query_parallelism",
+    "query_uptime",
+    "query_restarts",
+)
+"""The queries without whose answer the loop holds (`observe` names their absence a problem); every other
+one is optional: the loop runs without it, on less knowledge."""
+
+
+def probe_queries(
+    client: QueryClient, config: PrometheusConfig, window_s: float, now_s: float
+) -> list[tuple[str, bool, str | None]]:
+    """Each configured query once, at `now_s`: (its field, required, None or why it gives nothing), so that
+    `check-config` names a query that finds no series before the loop holds on it (or runs without it)."""
+    probes = []
+    for name in type(config).model_fields:
+        query = getattr(config, name)
+        if not name.startswith("query_") or not query:
+            continue
+        try:
+            answer = client.instant(query.replace("$window", f"{max(round(window_s), 1)}s"), now_s)
+            why = None if answer else "no series now (is the job running and scraped, are the names right?)"
+        except Exception as error:
+            why = f"{type(error).__name__}: {_short(error)}"
+        probes.append((name, name in REQUIRED_QUERIES, why))
+    return probes
+
+
 @dataclass
 class _Reading:
     """Answers gathered during one observation, and what went wrong."""

@@ -284,9 +284,14 @@ def _check_config(args: argparse.Namespace) -> int:
     from backends.factory import check_connections
 
     failed = False
-    for what, error in check_connections(config):
-        print(f"  {what}: {'OK' if error is None else 'FAILED: ' + error}")
-        failed = failed or error is not None
+    for what, problem, required in check_connections(config):
+        if problem is None:
+            print(f"  {what}: OK")
+        elif required:
+            print(f"  {what}: FAILED: {problem}")
+            failed = True
+        else:
+            print(f"  {what}: optional, the loop runs without it: {problem}")
     return EXIT_FAILURE if failed else EXIT_OK
 
 

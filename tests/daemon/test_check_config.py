@@ -10,9 +10,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from backends.prometheus import REQUIRED_QUERIES
+from config.backends import PrometheusConfig
 from daemon.cli import main
 from tests.backends.fake_http import FakeServer
 from tests.backends.kube_emulator import KubeEmulator
+from tests.e2e.stack import PrometheusServer
 
 
 @pytest.fixture
@@ -68,6 +71,36 @@ def test_fails_naming_what_does_not_answer(tmp_path, capsys):
     assert "deployment flink/missing: FAILED: NotFoundException" in out
 
 
+def test_every_query_is_tried_once_a_required_one_without_series_fails_an_optional_one_is_named(
+    tmp_path, capsys
+):
+    """A real Prometheus (scraping nothing): `vector(1)` always answers, `absent_metric` never does."""
+    server = PrometheusServer(tmp_path / "prometheus")
+    queries = {f: "vector(1)" for f in PrometheusConfig.model_fields if f.startswith("query_")}
+    queries["query_state_cache_hits"] = "vector(1) or rate(absent_metric[$window])"  # a parse error unfilled
+    try:
+        with KubeEmulator() as kube:
+            kube.create_deployment("flink", "flink-taskmanager", replicas=2)
+            kube.kubeconfig(tmp_path / "kubeconfig")
+            path = _write(tmp_path, server.url, tmp_path / "kubeconfig")
+            config = yaml.safe_load(path.read_text())
+            for missing, code in (("query_latency_ms", 0), ("query_backlog", 1)):
+                config["prometheus"] |= queries | {missing: "absent_metric"}
+                path.write_text(yaml.safe_dump(config))
+                assert main(["check-config", str(path)]) == code
+                out = capsys.readouterr().out
+                assert (
+                    out.count(": OK") == len(queries) + 2
+                )  # the file, Prometheus, the other queries, the deployment
+                problem = "no series now (is the job running and scraped, are the names right?)"
+                if missing in REQUIRED_QUERIES:
+                    assert f"prometheus.{missing}: FAILED: {problem}" in out
+                else:
+                    assert f"prometheus.{missing}: optional, the loop runs without it: {problem}" in out
+    finally:
+        server.stop()
+
+
 def test_no_connect_only_validates_the_file(tmp_path, capsys):
     config = _write(tmp_path, _closed_port_url(), tmp_path / "absent-kubeconfig")
     assert main(["check-config", "--no-connect", str(config)]) == 0
@@ -106,8 +139,8 @@ def test_vertex_granularity_names_a_cluster_without_the_adaptive_scheduler_a_con
         config = yaml.safe_load(path.read_text())
         config["prometheus"]["flink_rest_url"] = flink.url
         path.write_text(yaml.safe_dump(config))
-        checks = dict(check_connections(load_config(path), granularity_override="vertex"))
-        job_level = dict(check_connections(load_config(path)))
+        checks = {w: p for w, p, _ in check_connections(load_config(path), granularity_override="vertex")}
+        job_level = {w: p for w, p, _ in check_connections(load_config(path))}
     flink.close()
     problem = checks[f"per-vertex rescaling through {flink.url}"]
     if expected is None:

@@ -4,6 +4,7 @@ Prometheus, driven by `foresail run --config` with the local-Flink target (TaskM
 A rising load makes the daemon scale out, a falling one scale in; checked on Flink's REST API and in the
 audit log. The daemon is killed with SIGKILL right after it decided the scale-out (Flink still
 rescaling) and started again: it must pick the rescale up, not scale twice, and keep what it learned.
+The shipped PromQL (check-config's probe) finds every metric the loop needs on this stack.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import time
 
 import pytest
 
+from backends.prometheus import REQUIRED_QUERIES, PrometheusClient, probe_queries
+from config.backends import PrometheusConfig
 from mape.knowledge import KnowledgeStore
 from tests.e2e.daemon_process import DaemonProcess, executed
 from tests.e2e.scenario import daemon_config, record_figures, rise_until_scale_out
@@ -117,3 +120,14 @@ def test_rising_load_scales_out_falling_load_scales_in_and_a_killed_daemon_resum
 
 def _error_pct(estimate: float | None, actual: float) -> float | None:
     return None if estimate is None else round(100 * (estimate - actual) / actual, 1)
+
+
+def test_every_default_query_the_loop_needs_finds_real_flinks_metrics(stack):
+    """check-config's probe with the shipped PromQL against Flink 2.3 and its Prometheus reporter: every
+    query the loop holds without answers, and so does the short-window rate the surge watch reads."""
+    config = PrometheusConfig(url=stack.prometheus.url)
+    probes = {name: (required, why) for name, required, why in
+              probe_queries(PrometheusClient(config), config, 60.0, time.time())}  # fmt: skip
+    assert {name for name, (required, _) in probes.items() if required} == set(REQUIRED_QUERIES)
+    assert {name: why for name, (required, why) in probes.items() if required and why} == {}
+    assert probes["query_input_rate_recent"] == (False, None)
