@@ -141,6 +141,8 @@ def rates(observation: Observation) -> list[Implausible]:
     series = [("input rate", observation.input_rate_rps)] + [
         (f"throughput of {w.worker_id}", w.throughput_rps) for w in observation.workers
     ]
+    if observation.recent_input_rate_rps is not None:
+        series.append(("recent input rate", observation.recent_input_rate_rps))
     for name, values in series:
         if np.isinf(values).any():
             found.append(Implausible("non-finite-rate", f"{name} is infinite"))

@@ -62,6 +62,13 @@ def test_each_implausibility_is_named(reason):
     assert set(plausibility.reasons_in([str(p) for p in found])) == {reason}
 
 
+def test_the_short_window_rate_is_checked_like_the_input_rate():
+    recent = np.r_[np.full(11, 1_000.0), np.inf]
+    found = plausibility.check(_observation(recent_input_rate_rps=recent))
+    assert [(p.reason, p.detail) for p in found] == [("non-finite-rate", "recent input rate is infinite")]
+    assert plausibility.check(_observation(recent_input_rate_rps=np.full(12, 1_200.0))) == []
+
+
 def test_a_jvm_above_one_core_is_plausible_percent_is_not():
     jvm = (_worker(0, cpu=1.28), _worker(1, cpu=0.9), _worker(2, cpu=1.1))  # the e2e stack's TaskManagers
     assert plausibility.check(_observation(workers=jvm)) == []
