@@ -383,20 +383,10 @@ class VertexPolicy:
             return proposal(running, "vertex-only-if-necessary", f"rescaled {since:.0f} s ago", now, load)
 
         margin = CAPACITY_ERROR if latency is not None else 0.0
-        chosen, rule, why = self._candidate(
-            sizing,
-            current,
-            forecast,
-            a.backlog_records,
-            state.downtime,
-            floors,
-            margin,
-            self.scale_out_lookahead_s,
-        )
+        known = (sizing, current, forecast, a.backlog_records, state.downtime, floors, margin)
+        chosen, rule, why = self._candidate(*known, self.scale_out_lookahead_s)
         if chosen.slots <= running.slots:  # no scale-out: what comes down must carry the whole horizon
-            chosen, rule, why = self._candidate(
-                sizing, current, forecast, a.backlog_records, state.downtime, floors, margin
-            )
+            chosen, rule, why = self._candidate(*known)
         drain_s = predict_recovery_s(running.capacity_rps, forecast, a.backlog_records, 0.0, 0.0)
         running_valid = (  # Daedalus: the current scale-out needs only carry the load until recovered
             running.capacity_rps > average
@@ -466,8 +456,9 @@ class VertexPolicy:
             downtime_s = downtime.estimate("out" if grows else "in")
             recovery_s = predict_recovery_s(config.capacity_rps, forecast, backlog, 0.0, downtime_s)
             if recovery_s <= self.recovery_target_s and config.capacity_rps >= _peak(forecast, recovery_s):
+                within = "the horizon" if math.isinf(lookahead_s) else f"the next {lookahead_s:.0f} s"
                 why = (
-                    f"sized for {rate:.0f} rps (forecast peak +{RATE_STEP * step:.0%}"
+                    f"sized for {rate:.0f} rps (forecast peak of {within} +{RATE_STEP * step:.0%}"
                     + (f", ÷ {1 - margin:.2f} for the model's error" if margin else "")
                     + "): carries "
                     f"{config.capacity_rps:.0f} rps, recovery {recovery_s:.0f} s (downtime {downtime_s:.1f} s)"

@@ -168,6 +168,7 @@ def test_a_scale_out_is_sized_for_the_lookahead_and_a_scale_in_for_the_whole_hor
     rising = dataclasses.replace(assessment(4_500.0), forecast_rps=np.repeat([4_500.0, 9_500.0], [600, 300]))
     near = policy(scale_out_lookahead_s=240.0).propose_configuration(rising, knowledge_with(FakeDag()))
     assert near.vertex_parallelism == {"src": 1, "map": 5, "agg": 3}  # 2/4/4 carries 4,000: grows for 4,500
+    assert "forecast peak of the next 240 s" in " ".join(near.reasons)
     whole = policy().propose_configuration(rising, knowledge_with(FakeDag()))
     assert whole.vertex_parallelism == {"src": 1, "map": 10, "agg": 5}
     # a dip now, 3,500 back within the horizon: the running 2/4/4 stays (a scale-in to 1/2/1 would not last)
