@@ -119,6 +119,11 @@ class PrometheusClient:
         self.instant("1", datetime.now(UTC).timestamp())
 
 
+def _window_literal(window_s: float) -> str:
+    """The loop window as a PromQL range (what `$window` in a query becomes), at least one second."""
+    return f"{max(round(window_s), 1)}s"
+
+
 REQUIRED_QUERIES = (
     "query_freshness",
     "query_input_rate",
@@ -144,7 +149,7 @@ def probe_queries(
         if not name.startswith("query_") or not query:
             continue
         try:
-            answer = client.instant(query.replace("$window", f"{max(round(window_s), 1)}s"), now_s)
+            answer = client.instant(query.replace("$window", _window_literal(window_s)), now_s)
             why = None if answer else "no series now (is the job running and scraped, are the names right?)"
         except Exception as error:
             why = f"{type(error).__name__}: {_short(error)}"
@@ -293,19 +298,23 @@ class PrometheusMetricsSource:
             recent_input_rate_rps=recent_rate,
         )
 
+    def _optional_range(self, name: str, query: str, grid: np.ndarray) -> tuple[object | None, str]:
+        """One range query of an optional signal over the grid: its answer (None when it failed) and why."""
+        reading = _Reading()
+        step = self.config.step_s
+        answer = reading.run(name, lambda: self.client.range(query, grid[0], grid[-1], step))
+        return answer, "; ".join(reading.problems)
+
     def _recent_rate(self, grid: np.ndarray, unreachable: str | None) -> np.ndarray | None:
         """The short-window input rate on the grid; None, logged once, when it is not configured or has no
         sample (a scrape interval too long for its window): surges are then judged on the input rate."""
         query = self.config.query_input_rate_recent
         if not query or unreachable is not None or not len(grid):
             return None
-        reading = _Reading()
-        step = self.config.step_s
-        answer = reading.run("recent_input_rate", lambda: self.client.range(query, grid[0], grid[-1], step))
-        why = "; ".join(reading.problems)
+        answer, why = self._optional_range("recent_input_rate", query, grid)
         if answer is not None:
             try:
-                rates = parse_matrix(answer, grid, step, None).get("")
+                rates = parse_matrix(answer, grid, self.config.step_s, None).get("")
             except BadAnswer as error:
                 rates, why = None, f"unexpected answer: {error}"
             if rates is not None and np.isfinite(rates).any():
@@ -320,10 +329,8 @@ class PrometheusMetricsSource:
         query = self.config.query_latency_ms
         if not query or unreachable is not None or not len(grid):
             return None
-        reading = _Reading()
+        answer, why = self._optional_range("latency", query, grid)
         step = self.config.step_s
-        answer = reading.run("latency", lambda: self.client.range(query, grid[0], grid[-1], step))
-        why = "; ".join(reading.problems)
         arrays: list[np.ndarray] = []
         if answer is not None:
             try:  # series one by one: latencies are not added up
@@ -435,7 +442,7 @@ class PrometheusMetricsSource:
         """Per-operator state signals and the managed memory per slot; () and None when unknown."""
         config = self.config
         reading = _Reading(unreachable=unreachable)
-        window = f"{max(round(window_s), 1)}s"
+        window = _window_literal(window_s)
 
         def vector(name: str, query: str) -> dict[str, float]:
             if not query:
