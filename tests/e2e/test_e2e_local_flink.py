@@ -4,7 +4,9 @@ Prometheus, driven by `foresail run --config` with the local-Flink target (TaskM
 A rising load makes the daemon scale out, a falling one scale in; checked on Flink's REST API and in the
 audit log. The daemon is killed with SIGKILL right after it decided the scale-out (Flink still
 rescaling) and started again: it must pick the rescale up, not scale twice, and keep what it learned.
-The shipped PromQL (check-config's probe) finds every metric the loop needs on this stack.
+A load step between two iterations of the `foresail` policy is met by the surge watch (the short-window
+rate read every few seconds), not by the next scheduled iteration. The shipped PromQL (check-config's probe)
+finds every metric the loop needs on this stack.
 """
 
 from __future__ import annotations
@@ -131,3 +133,49 @@ def test_every_default_query_the_loop_needs_finds_real_flinks_metrics(stack):
     assert {name for name, (required, _) in probes.items() if required} == set(REQUIRED_QUERIES)
     assert {name: why for name, (required, why) in probes.items() if required and why} == {}
     assert probes["query_input_rate_recent"] == (False, None)
+
+
+SURGE_LOOP_S = 60
+"""The product's loop interval: without the surge watch a step waits up to this long for a decision."""
+
+
+def test_a_load_step_between_iterations_is_met_by_the_surge_watch_before_the_next_one(stack, tmp_path):
+    """`foresail` with its shipped loop (60 s) and surge queries: the step comes right after an iteration, the
+    watch reads the 20 s rate every 5 s and runs an iteration on its own, whose surge rule scales out; the next
+    scheduled iteration would have come a minute after the step."""
+    flink = stack.flink
+    config = daemon_config(flink, stack.prometheus.url, tmp_path, {"kind": "prometheus+local-flink"})
+    config["loop"] = {"interval_s": SURGE_LOOP_S, "window_s": 20, "surge_watch_s": 5}
+    config["scaling"] |= {"policy": "foresail", "stabilization_s": SURGE_LOOP_S}
+    stack.settle()
+    daemon = DaemonProcess(config, tmp_path, "surge")
+    try:
+        # a forecast (with its upper bound) and a capacity for one worker, from an iteration on clean data
+        calm = daemon.wait_event(
+            lambda e: e.get("event") == "iteration" and _capacity_1(e) and e.get("forecast")
+            and not (e.get("inputs") or {}).get("problems"),
+            3 * SURGE_LOOP_S,
+            "an iteration with clean data, a forecast and a capacity for one worker",
+        )  # fmt: skip
+        assert calm["decision"]["action"] == "hold"
+        step_s = flink.trace.hold(int(2.5 * stack.capacity_rps))
+        decided = daemon.wait_event(executed("scale_out"), SURGE_LOOP_S + 30, "a scale-out after the step")
+        target = decided["decision"]["target_scaleout"]
+        flink.wait_parallelism(target, timeout_s=120)
+        assert daemon.terminate() == 0
+    finally:
+        if daemon.process.poll() is None:
+            daemon.kill()
+
+    watched = [e for e in daemon.snapshot() if e.get("event") == "surge-watch"]
+    assert watched, daemon.audit_path
+    assert decided["decision"]["rule"] == "surge", decided["decision"]
+    # the watch's own iteration decided: off the schedule, within one watch period of the watch's alarm
+    assert 0 <= decided["time_s"] - watched[0]["time_s"] < 5, (watched[0], decided["time_s"])
+    react_s = decided["time_s"] - step_s
+    assert react_s < SURGE_LOOP_S - 5, react_s
+    assert decided["time_s"] - calm["time_s"] < SURGE_LOOP_S
+    assert target >= 2
+    record_figures("local-flink-surge", {"step_to_decision_s": round(react_s, 1), "scaleout_target": target,
+                                         "recent_rps_at_watch": watched[0]["recent_rps"],
+                                         "expected_upper_rps": watched[0]["expected_upper_rps"]})  # fmt: skip
