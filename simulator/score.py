@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import numpy as np
+import math
 
+from simulator.baselines.oracle import fewest_workers_with_rescales, oracle_workers
 from simulator.twin import Twin
+
+RESCALE_BUDGET_PER_H = 3.0
+"""The rescales per hour issue 16 allows: `floor_avg_workers_within_budget` is the floor under that budget."""
 
 
 def score(twin: Twin, slo_s: float = 30.0) -> dict[str, float | int]:
@@ -22,6 +26,7 @@ def score(twin: Twin, slo_s: float = 30.0) -> dict[str, float | int]:
         "avg_workers": twin.worker_seconds / duration_s if duration_s else float("nan"),
         "worker_seconds": int(twin.worker_seconds),
         "floor_avg_workers": floor_avg_workers(twin),
+        "floor_avg_workers_within_budget": floor_avg_workers_within_budget(twin),
         "mean_latency_s": latency["mean_latency_s"],
         "p95_latency_s": latency["p95_latency_s"],
         "max_latency_s": latency["max_latency_s"],
@@ -57,11 +62,12 @@ def floor_avg_workers(twin: Twin) -> float:
 
     The unreachable lower bound (no restart cost, perfect foresight) to report a policy's gap against.
     """
-    arrivals = twin.history.view("arrivals")
-    if len(arrivals) == 0:
-        return float("nan")
-    max_n = twin.params.max_parallelism
-    capacities = np.array([twin.reference_capacity_rps(n) for n in range(1, max_n + 1)])
-    envelope = np.maximum.accumulate(capacities)  # capacity is not monotone in n under skew
-    needed = np.minimum(np.searchsorted(envelope, arrivals, side="left") + 1, max_n)
-    return float(needed.mean())
+    needed = oracle_workers(twin)
+    return float(needed.mean()) if len(needed) else float("nan")
+
+
+def floor_avg_workers_within_budget(twin: Twin, per_h: float = RESCALE_BUDGET_PER_H) -> float:
+    """The same floor for a schedule that rescales at most `per_h` times per hour of the run: how close to
+    the per-second floor a policy within that budget can come at all (still without restart cost)."""
+    budget = math.floor(per_h * twin.now_s / 3600)
+    return fewest_workers_with_rescales(oracle_workers(twin), budget)

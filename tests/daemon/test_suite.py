@@ -45,9 +45,14 @@ def test_the_table_has_a_row_per_load_and_policy_and_marks_missed_targets(tmp_pa
         assert row["rescales_per_h"] == pytest.approx(row["rescales"] * 2)  # half an hour
         assert row["meets"]["slo"] == (row["slo_share"] <= 0.01)
         assert row["meets"]["workers"] == (row["oracle_ratio"] <= 1.15)
+        assert row["budget_floor_ratio"] == pytest.approx(
+            row["budget_floor_avg_workers"] / row["oracle_avg_workers"]
+        )
+        assert row["budget_floor_ratio"] >= 1.0
     static = rows[0]
     assert static["rescales"] == 0 and static["meets"]["rescales"]
     assert not static["meets"]["workers"]  # 12 workers on a load the oracle carries with far fewer
+    assert static["oracle_ratio"] >= static["budget_floor_ratio"]  # within any budget, above its floor
     table = write_suite(rows, 1, tmp_path / "out")
     assert table == suite_table(rows, 1) == (tmp_path / "out" / "suite.md").read_text()
     assert table.count("\n| a |") == 2 and "✗" in table

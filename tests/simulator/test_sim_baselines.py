@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -15,9 +16,10 @@ from messages.types import Assessment
 from simulator.baselines import Ds2Policy, FlinkOperatorPolicy, HpaPolicy, oracle_workers
 from simulator.baselines.ds2 import true_rates_rps
 from simulator.baselines.flink_operator import OperatorSettings, target_capacity_rps
+from simulator.baselines.oracle import fewest_workers_with_rescales
 from simulator.metrics import TwinMetricsSource, TwinScalingTarget
 from simulator.params import TwinParams
-from simulator.score import floor_avg_workers
+from simulator.score import floor_avg_workers, floor_avg_workers_within_budget
 from simulator.twin import Twin
 
 
@@ -246,6 +248,46 @@ def test_oracle_takes_the_fewest_workers_that_carry_each_second():
     assert list(np.unique(floor[:100])) == [1] and list(np.unique(floor[100:200])) == [2]
     assert list(np.unique(floor[200:])) == [3]
     assert floor.mean() == pytest.approx(floor_avg_workers(twin))
+
+
+def _cheapest_schedule_by_enumeration(needed: list[int], budget: int) -> float:
+    """Every schedule of scale-outs 1..max(needed), one per second: the cheapest within the budget."""
+    best = math.inf
+    for schedule in itertools.product(range(1, max(needed) + 1), repeat=len(needed)):
+        changes = sum(a != b for a, b in itertools.pairwise(schedule))
+        if changes <= budget and all(n >= need for n, need in zip(schedule, needed, strict=True)):
+            best = min(best, sum(schedule))
+    return best / len(needed)
+
+
+def test_the_floor_within_a_rescale_budget_is_the_cheapest_schedule_that_rescales_that_often():
+    rng = np.random.default_rng(7)
+    for _ in range(60):
+        needed = [int(n) for n in rng.integers(1, 5, size=int(rng.integers(1, 7)))]
+        for budget in range(4):
+            assert fewest_workers_with_rescales(np.array(needed), budget) == pytest.approx(
+                _cheapest_schedule_by_enumeration(needed, budget)
+            ), (needed, budget)
+
+
+def test_the_floor_within_a_budget_falls_from_the_peak_to_the_oracle_floor_as_the_budget_grows():
+    needed = np.repeat([2, 5, 1, 4, 1], 600)
+    floors = [fewest_workers_with_rescales(needed, budget) for budget in range(6)]
+    assert floors[0] == 5  # no rescale: the peak all along
+    assert all(a >= b for a, b in itertools.pairwise(floors))
+    assert floors[4] == floors[5] == pytest.approx(needed.mean())  # one change per step of the need
+    assert math.isnan(fewest_workers_with_rescales(np.array([], dtype=int), 3))  # no seconds, no floor
+
+
+def test_the_twins_floor_within_three_rescales_an_hour_lies_between_the_oracle_and_its_peak():
+    trace = 3000 + 2500 * np.sin(np.linspace(0, 8 * np.pi, 7200))  # four cycles in two hours
+    twin = Twin(trace, QUIET, parallelism=6)
+    twin.advance_to(7200)
+    floor, needed = floor_avg_workers(twin), oracle_workers(twin)
+    within = floor_avg_workers_within_budget(twin)  # 6 rescales for 8 rises and falls
+    assert floor < within < needed.max()
+    assert within == pytest.approx(fewest_workers_with_rescales(needed, 6))
+    assert floor_avg_workers_within_budget(twin, per_h=1000.0) == pytest.approx(floor)
 
 
 # ---------------------------------------------------------------------------------- what the loop sees
