@@ -144,6 +144,14 @@ class ScalingConfig(Section):
         18, ge=1, le=FLINK_MAX_PARALLELISM, description="Never scale above this many workers."
     )
     stabilization_s: float = Field(180.0, ge=0, description="No new action this long after a rescale.")
+    max_rescales_per_h: float | None = Field(
+        None,
+        gt=0,
+        description="foresail plan (job granularity): a rescale budget. Once the last hour holds this many "
+        "rescales less one, scale-ins wait (the last one stays free for a scale-out the load needs; "
+        "scale-outs and surges are never held), named `rescale-budget` in the audit log. Fewer restarts "
+        "for more workers; null: no budget.",
+    )
     drain_time_s: float = Field(
         300.0, gt=0, description="Reactive plan: the backlog must drain within this time on top of the load."
     )

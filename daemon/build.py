@@ -165,6 +165,7 @@ def make_policy(config: Config) -> Policy:
             scaling.surge_drain_s,
             config.recovery.checkpoint_interval_s,
             config.recovery.lag_catch_up_s,
+            scaling.max_rescales_per_h,
         )
         if scaling.policy == "foresail-cpu-only":
             return proactive

@@ -45,6 +45,8 @@ from recovery.monitor import RecoveryMonitor
 from recovery.tracker import ObservedRecovery
 
 RECENT_DECISIONS = 100
+RECENT_RESCALE_TIMES = 256
+"""Times of the last rescales kept: a rescale budget counts those of the last hour."""
 MODEL_BLOB = "forecaster_model"
 CORE_STATE = (
     "capacity",
@@ -115,6 +117,8 @@ class Knowledge:
     last_time_s: float | None = None
     last_rescale_s: float | None = None
     last_target_scaleout: int | None = None
+    rescale_times_s: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_RESCALE_TIMES))
+    """When the last rescales were executed (the rescale budget's record)."""
     recent_decisions: deque[Decision] = field(default_factory=lambda: deque(maxlen=RECENT_DECISIONS))
     new_recoveries: list[ObservedRecovery] = field(default_factory=list)
     """Recoveries observed this iteration: stored with it, then cleared."""
@@ -126,6 +130,16 @@ class Knowledge:
 
     def remember_rescales(self, completed: tuple[CompletedRescale, ...]) -> None:
         self.rescales.extend(completed)
+
+    def record_rescale(self, time_s: float, target_scaleout: int) -> None:
+        """An executed rescale: when (the stabilization, the budget) and to which scale-out."""
+        self.last_rescale_s = time_s
+        self.last_target_scaleout = target_scaleout
+        self.rescale_times_s.append(time_s)
+
+    def rescales_since(self, time_s: float) -> int:
+        """Rescales executed after `time_s`."""
+        return sum(1 for t in self.rescale_times_s if t > time_s)
 
     @classmethod
     def fresh(cls, settings: KnowledgeSettings) -> Knowledge:
@@ -174,6 +188,7 @@ class Knowledge:
         knowledge.last_time_s = loop.get("last_time_s")
         knowledge.last_rescale_s = loop.get("last_rescale_s")
         knowledge.last_target_scaleout = loop.get("last_target_scaleout")
+        knowledge.rescale_times_s.extend(float(t) for t in loop.get("rescale_times_s", []))
         return knowledge
 
     def to_state(self, with_forecaster: bool = True) -> dict[str, Any]:
@@ -192,6 +207,7 @@ class Knowledge:
                 "last_time_s": self.last_time_s,
                 "last_rescale_s": self.last_rescale_s,
                 "last_target_scaleout": self.last_target_scaleout,
+                "rescale_times_s": list(self.rescale_times_s),
             },
         }
         if with_forecaster:

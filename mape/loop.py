@@ -169,8 +169,7 @@ class MapeLoop:
                 result.errors["execute"] = _describe(error)
             else:
                 result.executed = True
-                knowledge.last_rescale_s = result.time_s
-                knowledge.last_target_scaleout = decision.target_scaleout
+                knowledge.record_rescale(result.time_s, decision.target_scaleout)
                 predicted_s = _predicted_recovery_s(result.assessment, decision, memory_applied)
                 # new memory restarts every pod, like the pods a scale-out starts
                 direction = (
@@ -199,8 +198,7 @@ class MapeLoop:
             result.errors["execute"] = _describe(error)
             return
         result.executed = True
-        knowledge.last_rescale_s = result.time_s
-        knowledge.last_target_scaleout = decision.target_scaleout
+        knowledge.record_rescale(result.time_s, decision.target_scaleout)
         for extension in self.analyzer.extensions:
             extension.after_execute(result.assessment, decision, False, knowledge)
 

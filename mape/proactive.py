@@ -22,6 +22,9 @@ rule that decided it:
 - ``rescale-not-worth-it``: a smaller scale-out would carry the load, but the worker-seconds it saves over
   the time it stays valid do not pay for the rescale (its predicted downtime and replay at the new
   scale-out, plus the scale-out back when the forecast says the load returns within the horizon).
+- ``rescale-budget``: with `max_rescales_per_h`, a smaller scale-out would carry the load but the last
+  hour already holds the budget less one rescale: the scale-in waits, the last rescale stays free for a
+  scale-out (scale-outs and surges are never held).
 
 The capacity of a scale-out the job is not running is the model's prediction lowered by how far such
 predictions have turned out too high (capacity/track_record.py). A candidate is valid when its capacity
@@ -63,6 +66,7 @@ class ProactivePolicy:
         surge_drain_s: float = 120.0,
         checkpoint_interval_s: float = 10.0,
         lag_catch_up_s: float = math.inf,
+        max_rescales_per_h: float | None = None,
     ) -> None:
         self.min_scaleout = min_scaleout
         self.max_scaleout = max_scaleout
@@ -72,6 +76,7 @@ class ProactivePolicy:
         self.surge_drain_s = surge_drain_s
         self.checkpoint_interval_s = checkpoint_interval_s
         self.lag_catch_up_s = lag_catch_up_s
+        self.max_rescales_per_h = max_rescales_per_h
 
     def propose(self, assessment: Assessment, knowledge: Knowledge) -> tuple[int, str, tuple[str, ...]]:
         a = assessment
@@ -111,6 +116,8 @@ class ProactivePolicy:
 
         skipped: list[str] = []
         not_worth: list[str] = []
+        budget_spent = self._budget_spent(a, knowledge)
+        held_by_budget = False
         for scaleout in range(self.min_scaleout, self.max_scaleout + 1):
             capacity = a.planned_capacity(scaleout)
             if not capacity > average:
@@ -136,9 +143,14 @@ class ProactivePolicy:
             chosen = f"capacity({scaleout}) = {capacity:.0f} rps{_lowered(a, scaleout)}, recovery {recovery_s:.0f} s"
             if scaleout == current:
                 rule = "rescale-not-worth-it" if not_worth else "current-valid"
+                if held_by_budget:
+                    rule, not_worth = "rescale-budget", [budget_spent]
                 return scaleout, rule, (chosen, load, *not_worth[-1:], *skipped[-3:])
             if scaleout < current and a.backlog_records > capacity * self.loop_interval_s:
                 skipped.append(f"{scaleout}: still catching up (backlog {a.backlog_records:.0f} records)")
+                continue
+            if scaleout < current and budget_spent:
+                held_by_budget = True
                 continue
             if scaleout < current:
                 worth, why = self._scale_in_pays(a, knowledge, scaleout, forecast)
@@ -163,6 +175,18 @@ class ProactivePolicy:
                 f"{short} scale-outs with capacity ≤ average",
                 *skipped[-3:],
             ),
+        )
+
+    def _budget_spent(self, a: Assessment, knowledge: Knowledge) -> str:
+        """Why scale-ins wait for the rescale budget ('' when they need not)."""
+        if self.max_rescales_per_h is None:
+            return ""
+        recent = knowledge.rescales_since(a.time_s - 3600.0)
+        if recent < self.max_rescales_per_h - 1:
+            return ""
+        return (
+            f"rescale budget: {recent} rescales in the last hour of {self.max_rescales_per_h:g} "
+            "(the last one is kept for a scale-out)"
         )
 
     def urgent(self, a: Assessment, knowledge: Knowledge) -> tuple[int, str, tuple[str, ...]] | None:

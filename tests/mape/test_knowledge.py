@@ -24,8 +24,9 @@ def _learned_knowledge() -> Knowledge:
     windows = valid_windows(workers, None, 60.0, 0.0)
     knowledge.capacity.learn(windows, 60.0, 3)
     knowledge.capacity.estimate(windows, 3, 6, 60.0)
-    knowledge.iteration, knowledge.last_time_s, knowledge.last_rescale_s = 7, 420.0, 300.0
-    knowledge.last_target_scaleout = 3
+    knowledge.iteration, knowledge.last_time_s = 7, 420.0
+    knowledge.record_rescale(120.0, 2)
+    knowledge.record_rescale(300.0, 3)
     knowledge.track_record.observe(300.0, 2, {2: 20e3, 3: 33e3}, trusted=True)
     knowledge.track_record.observe(360.0, 3, {2: 20e3, 3: 30e3}, trusted=True)  # pending: 33k for 3
     return knowledge
@@ -44,6 +45,8 @@ def test_round_trip_restores_capacity_and_loop_state(tmp_path: Path):
     for part in ("loop", "capacity", "downtime", "recovery", "track_record"):
         assert loaded[part] == saved[part], part
     assert list(restored.recent_decisions) == [decision]
+    assert (restored.last_rescale_s, restored.last_target_scaleout) == (300.0, 3)
+    assert restored.rescales_since(100.0) == 2 and restored.rescales_since(120.0) == 1  # the budget's record
     assert restored.capacity.workers["tm-1@3"].stats == knowledge.capacity.workers["tm-1@3"].stats
     restored.track_record.observe(480.0, 3, {3: 30e3}, trusted=True)  # the comparison resumes
     assert list(restored.track_record.ratios) == [pytest.approx(1.1)]

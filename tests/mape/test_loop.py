@@ -76,8 +76,17 @@ def test_failed_execution_is_recorded_and_not_counted_as_a_rescale(tmp_path):
     attempts = [r for r in _warm(world, loop, 600.0) if r.decision.action == "scale_out"]
     assert attempts, "the plan should have asked for more workers"
     assert all("ConnectionError" in r.errors["execute"] and not r.executed for r in attempts)
-    assert loop.knowledge.last_rescale_s is None
+    assert loop.knowledge.last_rescale_s is None and not loop.knowledge.rescale_times_s
     assert world.twin.parallelism == 2
+
+
+def test_every_executed_rescale_is_recorded_for_the_rescale_budget():
+    config = Config.model_validate({"twin": {"initial_scaleout": 2}})
+    world, loop = _twin_loop(config, KnowledgeStore(":memory:"))
+    executed = [r.time_s for r in _warm(world, loop, 900.0) if r.executed]
+    assert executed, "the plan should have asked for more workers"
+    assert list(loop.knowledge.rescale_times_s) == executed
+    assert loop.knowledge.last_rescale_s == executed[-1]
 
 
 def test_nan_and_gaps_in_metrics_hold_the_decision(tmp_path):

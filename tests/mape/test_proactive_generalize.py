@@ -121,3 +121,30 @@ def test_a_small_saving_is_not_worth_a_restart():
     a = _assessment(29_000, 29_000, current=4, forecast_upper_rps=np.full(900, 29_500.0))
     target, rule, _ = _policy().propose(a, k)
     assert (target, rule) == (4, "rescale-not-worth-it")
+
+
+def _rescaled_at(*ago_s: float) -> Knowledge:
+    knowledge = _knowledge()
+    for ago in sorted(ago_s, reverse=True):
+        knowledge.record_rescale(NOW_S - ago, 4)
+    return knowledge
+
+
+def test_a_scale_in_waits_while_the_last_hour_holds_the_rescale_budget_less_one():
+    # the scale-in of test_a_scale_in_that_stays_valid_for_the_horizon_is_taken, with a budget of 3 an hour
+    a = _assessment(15_000, 15_000, current=6, forecast_upper_rps=np.full(900, 17_000.0))
+    budget = _policy()
+    budget.max_rescales_per_h = 3.0
+    target, rule, reasons = budget.propose(a, _rescaled_at(3_000, 1_200))
+    assert (target, rule) == (6, "rescale-budget")
+    assert any("2 rescales in the last hour of 3" in r for r in reasons)
+    assert budget.propose(a, _rescaled_at(4_000, 1_200))[:2] == (2, "long-lived")  # one left the hour
+    assert _policy().propose(a, _rescaled_at(3_000, 1_200))[:2] == (2, "long-lived")  # no budget
+
+
+def test_the_rescale_budget_never_holds_a_scale_out():
+    budget = _policy()
+    budget.max_rescales_per_h = 3.0
+    rise = _assessment(30_000, np.linspace(30_000, 75_000, 900), current=3)
+    target, rule, _ = budget.propose(rise, _rescaled_at(3_000, 2_000, 1_200))
+    assert target > 3 and rule == "long-lived"
