@@ -44,12 +44,11 @@ def fewest_workers_with_rescales(needed: np.ndarray, max_rescales: int) -> float
     scaleouts = np.arange(1, int(needed.max()) + 1)
     budget = max(int(max_rescales), 0)
     cost = np.full((budget + 1, len(scaleouts)), np.inf)
-    for need, length in zip(needed[starts], lengths, strict=True):
-        if np.isinf(cost).all():  # the first run: any scale-out that carries it, no change yet
-            cost[0] = 0.0
-        else:  # the best arrival with one change more: the best other scale-out of one change less
+    cost[0] = 0.0  # the start: any scale-out, no change yet
+    for i, (need, length) in enumerate(zip(needed[starts], lengths, strict=True)):
+        if i:  # arriving with one change more: from the best other scale-out of one change less
             order = np.argsort(cost[:-1], axis=1)
-            best, second = order[:, 0], order[:, 1] if len(scaleouts) > 1 else order[:, 0]
+            best, second = order[:, 0], order[:, min(1, len(scaleouts) - 1)]
             rows = np.arange(budget)
             changed = np.repeat(cost[rows, best][:, None], len(scaleouts), axis=1)
             at_best = scaleouts[None, :] - 1 == best[:, None]
