@@ -166,6 +166,7 @@ def test_a_load_step_between_iterations_is_met_by_the_surge_watch_before_the_nex
     finally:
         if daemon.process.poll() is None:
             daemon.kill()
+        _one_worker_at_a_light_load(stack)
 
     watched = [e for e in daemon.snapshot() if e.get("event") == "surge-watch"]
     assert watched, daemon.audit_path
@@ -179,3 +180,11 @@ def test_a_load_step_between_iterations_is_met_by_the_surge_watch_before_the_nex
     record_figures("local-flink-surge", {"step_to_decision_s": round(react_s, 1), "scaleout_target": target,
                                          "recent_rps_at_watch": watched[0]["recent_rps"],
                                          "expected_upper_rps": watched[0]["expected_upper_rps"]})  # fmt: skip
+
+
+def _one_worker_at_a_light_load(stack) -> None:
+    """The stack lives for the whole session: leave it as the next tests expect it, not three TaskManagers
+    burning the machine's cores under the overload until the session ends."""
+    stack.flink.trace.hold(stack.light_load_rps(), lead_s=0.5)
+    stack.flink.cluster.scale_to(1)
+    stack.flink.wait_parallelism(1, timeout_s=120)
