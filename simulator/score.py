@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from simulator.baselines.oracle import fewest_workers_with_rescales, oracle_workers
 from simulator.twin import Twin
 
@@ -21,12 +23,13 @@ def score(twin: Twin, slo_s: float = 30.0) -> dict[str, float | int]:
     saves where reactive mode runs every vertex at the job's scale-out."""
     duration_s = int(twin.now_s)
     latency = twin.latency.summary()
+    needed = oracle_workers(twin)  # both floors start from the oracle's workers per second
     return {
         "duration_s": duration_s,
         "avg_workers": twin.worker_seconds / duration_s if duration_s else float("nan"),
         "worker_seconds": int(twin.worker_seconds),
-        "floor_avg_workers": floor_avg_workers(twin),
-        "floor_avg_workers_within_budget": floor_avg_workers_within_budget(twin),
+        "floor_avg_workers": _mean_floor(needed),
+        "floor_avg_workers_within_budget": _floor_within_budget(needed, twin.now_s, RESCALE_BUDGET_PER_H),
         "mean_latency_s": latency["mean_latency_s"],
         "p95_latency_s": latency["p95_latency_s"],
         "max_latency_s": latency["max_latency_s"],
@@ -62,12 +65,18 @@ def floor_avg_workers(twin: Twin) -> float:
 
     The unreachable lower bound (no restart cost, perfect foresight) to report a policy's gap against.
     """
-    needed = oracle_workers(twin)
-    return float(needed.mean()) if len(needed) else float("nan")
+    return _mean_floor(oracle_workers(twin))
 
 
 def floor_avg_workers_within_budget(twin: Twin, per_h: float = RESCALE_BUDGET_PER_H) -> float:
     """The same floor for a schedule that rescales at most `per_h` times per hour of the run: how close to
     the per-second floor a policy within that budget can come at all (still without restart cost)."""
-    budget = math.floor(per_h * twin.now_s / 3600)
-    return fewest_workers_with_rescales(oracle_workers(twin), budget)
+    return _floor_within_budget(oracle_workers(twin), twin.now_s, per_h)
+
+
+def _mean_floor(needed: np.ndarray) -> float:
+    return float(needed.mean()) if len(needed) else float("nan")
+
+
+def _floor_within_budget(needed: np.ndarray, duration_s: float, per_h: float) -> float:
+    return fewest_workers_with_rescales(needed, math.floor(per_h * duration_s / 3600))
