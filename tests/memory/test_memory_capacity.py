@@ -10,8 +10,9 @@ import pytest
 from capacity.model import valid_windows
 from memory.capacities import LevelCapacities
 from memory.curve import CacheCurve, capacities_at, observed_curve
-from memory.levels import MemoryLevels
+from memory.levels import MemoryLevels, block_cache_mb
 from messages.types import WorkerSeries
+from simulator.memory_model import PROFILES, capacity_factors
 
 LEVELS = MemoryLevels(158.0, 3)
 
@@ -53,10 +54,24 @@ def test_the_shared_model_of_a_level_extrapolates_to_every_scaleout():
     assert capacities.estimates(12, 60.0, skip=0) == {}
 
 
-def test_the_curve_interpolates_between_caches_and_is_flat_above_the_largest():
+def test_the_curve_interpolates_the_time_per_record_between_caches_and_is_flat_above_the_largest():
     curve = CacheCurve([(1000.0, 4_000.0), (2000.0, 8_000.0)])
-    assert curve.at(1500.0) == pytest.approx(6_000.0)
+    assert curve.at(1500.0) == pytest.approx(1 / ((1 / 4_000 + 1 / 8_000) / 2))  # 5,333, not 6,000
     assert curve.at(5000.0) == pytest.approx(8_000.0)  # no gain assumed from cache never tried
+
+
+def test_between_two_observed_configurations_the_curve_matches_the_twins_cache_exactly():
+    # the twin's read-heavy worker: hit rate = aggregate cache / working set, a miss costs 5 record times
+    profile = PROFILES["read-heavy"]
+    cache_per_worker_mb = block_cache_mb(316.0)  # 252 MB: 2 workers hit 25%, 7 workers 88%
+
+    def per_worker(n: int) -> float:
+        factor = capacity_factors(profile, 316.0, np.full(n, 1 / n))
+        return 10_000.0 * float(factor[0])
+
+    curve = CacheCurve([(n * cache_per_worker_mb, per_worker(n)) for n in (2, 7)])
+    for n in (3, 4, 5, 6):
+        assert curve.at(n * cache_per_worker_mb) == pytest.approx(per_worker(n), rel=1e-9)
 
 
 def test_below_the_smallest_cache_the_curve_follows_its_lowest_slope_down_to_zero():
