@@ -152,6 +152,14 @@ class ScalingConfig(Section):
         "scale-outs and surges are never held), named `rescale-budget` in the audit log. Fewer restarts "
         "for more workers; null: no budget.",
     )
+    size_scale_outs_for: Literal["forecast", "upper-bound"] = Field(
+        "forecast",
+        description="foresail plan (job granularity): what a `long-lived` scale-out carries over the "
+        "horizon: the forecast (Daedalus's rule) or its upper bound (forecasting/interval.py). A reactive-"
+        "mode scale-out stops the job about as long as the SLO, a scale-in about half as long: 'upper-bound' "
+        "pays that restart once on a rising load instead of in steps, for more workers until the next "
+        "scale-in.",
+    )
     drain_time_s: float = Field(
         300.0, gt=0, description="Reactive plan: the backlog must drain within this time on top of the load."
     )

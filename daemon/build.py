@@ -166,6 +166,7 @@ def make_policy(config: Config) -> Policy:
             config.recovery.checkpoint_interval_s,
             config.recovery.lag_catch_up_s,
             scaling.max_rescales_per_h,
+            scaling.size_scale_outs_for == "upper-bound",
         )
         if scaling.policy == "foresail-cpu-only":
             return proactive

@@ -7,7 +7,9 @@ rule that decided it:
 - ``only-if-necessary``: a rescale happened in the last `necessary_window_s` and the current capacity still
   carries the average load and the forecast until the next loop — keep it.
 - ``current-valid``: the smallest valid scale-out is the current one.
-- ``long-lived``: the smallest valid scale-out that also carries the whole forecast horizon.
+- ``long-lived``: the smallest valid scale-out that also carries the whole forecast horizon (with
+  `scale_out_to_upper`, a scale-out carries the horizon's upper bound: its restart crosses the SLO, so on a
+  rising load it is paid once rather than per step; a scale-in's shorter restart mostly does not).
 - ``idle``: no load arrives, none is forecast until the next loop and nothing waits: the smallest
   scale-out whose restart meets the recovery target (with nothing to catch up, its downtime), kept while
   idle. An idle job teaches no capacity (0 > 0 fails every candidate), so without this rule it would fall
@@ -67,6 +69,7 @@ class ProactivePolicy:
         checkpoint_interval_s: float = 10.0,
         lag_catch_up_s: float = math.inf,
         max_rescales_per_h: float | None = None,
+        scale_out_to_upper: bool = False,
     ) -> None:
         self.min_scaleout = min_scaleout
         self.max_scaleout = max_scaleout
@@ -77,6 +80,7 @@ class ProactivePolicy:
         self.checkpoint_interval_s = checkpoint_interval_s
         self.lag_catch_up_s = lag_catch_up_s
         self.max_rescales_per_h = max_rescales_per_h
+        self.scale_out_to_upper = scale_out_to_upper
 
     def propose(self, assessment: Assessment, knowledge: Knowledge) -> tuple[int, str, tuple[str, ...]]:
         a = assessment
@@ -91,6 +95,7 @@ class ProactivePolicy:
         next_loop_max = _peak(forecast, self.loop_interval_s)
         next_loop_upper = _peak(upper, self.loop_interval_s)
         horizon_max = float(forecast.max())
+        horizon_upper = float(upper.max())
         load = (
             f"average {average:.0f} rps, forecast max {next_loop_max:.0f} (upper {next_loop_upper:.0f}) "
             f"next loop / {horizon_max:.0f} horizon"
@@ -157,7 +162,11 @@ class ProactivePolicy:
                 if not worth:
                     not_worth.append(why)
                     continue
-            if capacity > horizon_max:
+            if scaleout > current and self.scale_out_to_upper:
+                if capacity > horizon_upper:
+                    sized = f"sized for the horizon's upper bound {horizon_upper:.0f} rps"
+                    return scaleout, "long-lived", (chosen, load, sized, *skipped[-3:])
+            elif capacity > horizon_max:
                 return scaleout, "long-lived", (chosen, load, *skipped[-3:])
         short = sum(
             1 for n in range(self.min_scaleout, self.max_scaleout + 1) if not a.planned_capacity(n) > average

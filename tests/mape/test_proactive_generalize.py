@@ -148,3 +148,17 @@ def test_the_rescale_budget_never_holds_a_scale_out():
     rise = _assessment(30_000, np.linspace(30_000, 75_000, 900), current=3)
     target, rule, _ = budget.propose(rise, _rescaled_at(3_000, 2_000, 1_200))
     assert target > 3 and rule == "long-lived"
+
+
+def test_sized_for_the_upper_bound_a_scale_out_on_a_rising_load_carries_the_bound_scale_ins_do_not():
+    # the forecast rises to 55k within the horizon, its upper bound to 75k; 4 workers carry 40k today
+    rise = np.linspace(40_000, 55_000, 900)
+    a = _assessment(40_000, rise, current=4, forecast_upper_rps=rise * 75 / 55)
+    assert _policy().propose(a, _knowledge())[:2] == (6, "long-lived")  # carries the forecast's 55k
+    upper = ProactivePolicy(1, 12, recovery_target_s=600.0, loop_interval_s=60.0, scale_out_to_upper=True)
+    target, rule, reasons = upper.propose(a, _knowledge())
+    assert (target, rule) == (8, "long-lived") and any("upper bound 75000 rps" in r for r in reasons)
+    # a scale-in still sizes for the forecast (15k): 2 workers, though the bound reaches 25k later on
+    bound = np.concatenate([np.full(120, 17_000.0), np.full(780, 25_000.0)])
+    calm = _assessment(15_000, 15_000, current=6, forecast_upper_rps=bound)
+    assert upper.propose(calm, _rescaled_at(3_000, 1_200))[:2] == (2, "long-lived")
