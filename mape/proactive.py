@@ -162,12 +162,10 @@ class ProactivePolicy:
                 if not worth:
                     not_worth.append(why)
                     continue
-            if scaleout > current and self.scale_out_to_upper:
-                if capacity > horizon_upper:
-                    sized = f"sized for the horizon's upper bound {horizon_upper:.0f} rps"
-                    return scaleout, "long-lived", (chosen, load, sized, *skipped[-3:])
-            elif capacity > horizon_max:
-                return scaleout, "long-lived", (chosen, load, *skipped[-3:])
+            to_upper = self.scale_out_to_upper and scaleout > current
+            if capacity > (horizon_upper if to_upper else horizon_max):
+                sized = (f"sized for the horizon's upper bound {horizon_upper:.0f} rps",) if to_upper else ()
+                return scaleout, "long-lived", (chosen, load, *sized, *skipped[-3:])
         short = sum(
             1 for n in range(self.min_scaleout, self.max_scaleout + 1) if not a.planned_capacity(n) > average
         )
