@@ -27,7 +27,7 @@ import numpy as np
 
 from config.load import load_config, with_overrides
 from config.schema import Config
-from daemon.build import make_twin
+from daemon.build import load_workload
 from daemon.logs import configure_logging
 from daemon.report import TRACES, WORKLOADS
 from daemon.simulate import simulate
@@ -53,8 +53,8 @@ def run(task: tuple[Config, str, int, bool]) -> dict[str, float]:
     spec = load if load.startswith("shape:") else str(WORKLOADS / TRACES[load])
     config = with_overrides(config, "twin", workload=spec, seed=seed)
     original = WorkloadForecaster.forecast
-    if foresight:  # the twin of the run is built from the same config: the same trace
-        trace = np.asarray(make_twin(config).twin.trace_rps, dtype=float)
+    if foresight:  # the trace the run's twin replays
+        trace = np.asarray(load_workload(config.twin.workload), dtype=float)
         WorkloadForecaster.forecast = lambda self, now_s: perfect(original(self, now_s), trace)
     try:
         summary = simulate(config)
