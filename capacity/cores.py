@@ -198,3 +198,35 @@ def taskmanager_busy(windows: list[SubtaskWindow]) -> dict[str, float]:
         else:
             broken.add(w.taskmanager_id)
     return {tm: b for tm, b in totals.items() if tm not in broken}
+
+
+_NEAR_SATURATION = 0.85
+"""Share of the saturation CPU from which a TaskManager whose subtasks are overbooked counts as contended."""
+
+_COMPUTING_BUSY = 0.05
+"""Busy share from which a subtask counts as computing on its TaskManager's core."""
+
+
+def contended_taskmanagers(
+    windows: list[SubtaskWindow], cpu: dict[str, float], model: CoreModel
+) -> frozenset[str]:
+    """TaskManagers whose core was saturated this window: their CPU reached saturation, or it came near
+    it (a 60 s mean over seconds saturated and seconds not) while two or more of their subtasks were busy
+    for more seconds than the core serves (each waits for it with records queued, which Flink counts as
+    busy time). A lone subtask busy all the time shows its own rate; subtasks busy at little CPU wait on
+    something else (a sink on its store)."""
+    idle, per_busy = model.line()
+    served = (model.settings.saturation_cpu - idle) / per_busy if per_busy > 0 else math.inf
+    computing: dict[str, int] = defaultdict(int)
+    for w in windows:
+        if w.taskmanager_id is not None and math.isfinite(w.busy) and w.busy >= _COMPUTING_BUSY:
+            computing[w.taskmanager_id] += 1
+    busy = taskmanager_busy(windows)
+    saturated = {tm for tm, c in cpu.items() if math.isfinite(c) and c >= model.settings.saturation_cpu}
+    near = _NEAR_SATURATION * model.settings.saturation_cpu
+    overbooked = {
+        tm
+        for tm, b in busy.items()
+        if computing[tm] >= 2 and b > served and math.isfinite(cpu.get(tm, math.nan)) and cpu[tm] >= near
+    }
+    return frozenset(saturated | overbooked)

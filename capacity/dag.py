@@ -14,7 +14,12 @@ line: under CPU contention on a shared host the rate per busy second changes wit
 through lighter windows under-estimates it. Both guards come from real Flink: a restarted task's first
 minute reads busy all the time at a trickle while its inputs read neither idle nor backpressured; and a
 subtask never carries more than its rate, so a later window carrying more proves a reading wrong, and the
-reading and the line through it start afresh.
+reading and the line through it start afresh. A subtask whose TaskManager's core is saturated (its
+CPU at saturation, or its subtasks busy for more seconds than the core serves: capacity/cores.py) waits
+for the core with records queued, which Flink also counts as busy: a reading there far under the rate
+known is the core's share and is not learned. On the twin's hot-key job one such window at parallelism 5
+(a third of the parser's rate) made the parser's rate look state-bound and promised 4,093 rps at
+parallelism 1, where it carries 26,000.
 
 Rates are kept per (vertex, parallelism, subtask): a subtask's key-group range, and with it its state and
 its cost per record, changes with the parallelism (a session window's cost grows with the keys it holds).
@@ -60,6 +65,10 @@ from scipy.optimize import nnls
 from capacity.regression import RegressionStats
 from capacity.rows import RowGroups, stacked
 from messages.types import JobGraph, SubtaskSeries, VertexAssessment
+
+CONTENDED_SHARE = 0.5
+"""A subtask on a saturated core reading under this share of its known rate shows the core's share, not its
+rate: another vertex's subtasks take the rest of the core (a smaller drop is learned: the slot carries less)."""
 
 
 @dataclass(frozen=True)
@@ -274,7 +283,16 @@ class DagModel:
         """The key a vertex's rates are kept under in the current configuration."""
         return f"{vertex_id}@{self.configuration}" if self.configuration else vertex_id
 
-    def learn(self, graph: JobGraph, windows: list[SubtaskWindow]) -> None:
+    def learn(
+        self, graph: JobGraph, windows: list[SubtaskWindow], contended: frozenset[str] = frozenset()
+    ) -> None:
+        """Learn rates, selectivities and key loads from one loop window. A subtask on a `contended`
+        TaskManager (its core saturated) waits for the core with records queued, which Flink counts as
+        busy, so its records per busy second are a lower bound of its rate (the cores' limit is
+        capacity/cores.py's). Such a reading under `CONTENDED_SHARE` of the rate known for the subtask is
+        the share of the core the other subtasks left it, and is not learned; a smaller drop is (the slot
+        does carry less), and so is any reading of a vertex with no rate yet."""
+        below = self._below_known(graph, [w for w in windows if w.taskmanager_id in contended])
         self._tables = None
         self._curves.clear()
         by_vertex = _group(windows)
@@ -287,7 +305,7 @@ class DagModel:
                 continue
             held_back = self._upstream_held_back(graph, vertex.vertex_id, by_vertex)
             for w in mine:
-                if w.stats.n:
+                if w.stats.n and (w.vertex_id, w.subtask_index) not in below:
                     key = (self._rid(vertex.vertex_id), vertex.parallelism, w.subtask_index)
                     known_stats = self.rates.get(key, RegressionStats())
                     known_rate = self.saturated.pop(key, None)
@@ -319,6 +337,23 @@ class DagModel:
                 and records_in > 0
             ):
                 self._learn_key_loads(known, mine, vertex.parallelism)
+
+    def _below_known(self, graph: JobGraph, windows: list[SubtaskWindow]) -> set[tuple[str, int]]:
+        """(vertex, subtask) of the windows whose records per busy second are under `CONTENDED_SHARE` of the
+        rate known for the subtask (at its parallelism, or filled from the nearest seen)."""
+        below = set()
+        for vertex_id, mine in _group(windows).items():
+            known, kind = self.vertex_rates(graph, vertex_id, graph.vertex(vertex_id).parallelism)
+            if kind == "unknown":
+                continue
+            below.update(
+                (vertex_id, w.subtask_index)
+                for w in mine
+                if w.busy > 0
+                and w.subtask_index < len(known)
+                and w.records_in_rps / w.busy < CONTENDED_SHARE * known[w.subtask_index]
+            )
+        return below
 
     def _upstream_held_back(
         self, graph: JobGraph, vertex_id: str, by_vertex: dict[str, list[SubtaskWindow]]

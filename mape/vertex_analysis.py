@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from capacity.cores import CoreLimit, CoreModel, taskmanager_busy
+from capacity.cores import CoreLimit, CoreModel, contended_taskmanagers, taskmanager_busy
 from capacity.dag import DagModel, subtask_windows
 from messages.types import Observation, VertexAssessment
 
@@ -68,7 +68,7 @@ def analyse_vertices(
     stateful = any(o.stateful for o in observation.operators)  # memory changes no stateless vertex's rate
     known = stateful and managed_mb is not None and math.isfinite(managed_mb)
     model.use_configuration(f"{managed_mb:.0f}mb" if known else "")
-    model.learn(graph, windows)
+    model.learn(graph, windows, contended_taskmanagers(windows, worker_cpu, cores))
     estimate = model.estimate(graph, windows, current, max_scaleout)
     busy = taskmanager_busy(windows)
     if not saturated:

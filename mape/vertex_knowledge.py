@@ -12,9 +12,13 @@ time is not CPU time everywhere (a sink waiting on a store is busy at low CPU), 
 every subtask waits for the CPU with records queued, which Flink counts as busy, so the rates learned
 there are the slot's, not the vertex's. The plan therefore calibrates its slot model each loop: per
 TaskManager, (CPU − idle) / (saturation − idle) over the busy time the learned rates predict for the
-records its subtasks processed (Σ records in / rate), the median over TaskManagers. Rates read on a
-saturated slot are that slot's, lower than the vertex's own, so while they stand the model errs on the
-side of more subtasks; lighter windows carrying more correct them (capacity/dag.py).
+records its subtasks processed (Σ records in / rate), the median over TaskManagers. Where the slots hold
+different mixes (per-vertex parallelism), the CPU of each TaskManager also tells each vertex's own CPU per
+busy second: TaskManager CPU share ≈ Σ_v c_v · predicted busy_v, fitted over the TaskManagers by
+non-negative least squares with every c_v pulled towards that median (the slots of a job in reactive mode
+all hold the same mix: there the median alone is known). A sink that waits on its store then costs its
+slot little CPU, and the vertices that compute cost theirs in full. Rates read on a saturated slot are the
+slot's, lower than the vertex's own: capacity/dag.py does not learn those far under the rate known.
 
 An analysis extension (mape/extensions.py); its state is saved in the knowledge under "vertex".
 """
@@ -25,6 +29,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.optimize import nnls
 
 from mape.extensions import ObservingExtension
 from mape.knowledge import Knowledge
@@ -34,6 +39,8 @@ from recovery.downtime import DowntimeModel
 VERTEX = "vertex"
 CPU_PER_BUSY_SMOOTHING = 0.7
 """Weight of a new window's CPU per predicted busy second (high: it must stay in step with the rates)."""
+VERTEX_CPU_PRIOR_WEIGHT = 0.3
+"""Weight of the pull of each vertex's CPU per busy second towards the median, against one TaskManager."""
 MIN_BUSY_FOR_CPU = 0.2
 """A TaskManager whose subtasks are busy less than this (summed) tells too little about the CPU share."""
 
@@ -60,6 +67,8 @@ class VertexKnowledge:
     cpu_per_busy: float = math.nan
     """CPU (cores) per second of busy time the learned rates predict, smoothed; NaN until learned (the plan
     then assumes 1)."""
+    cpu_per_busy_by_vertex: dict[str, float] = field(default_factory=dict)
+    """Vertex id → its own CPU per busy second, smoothed (missing: `cpu_per_busy`)."""
     rescales_learned: int = 0
     new_records: list = field(default_factory=list)
     window: dict[str, VertexWindow] = field(default_factory=dict)
@@ -82,12 +91,28 @@ class VertexKnowledge:
         else:
             self.cpu_per_busy += CPU_PER_BUSY_SMOOTHING * (share - self.cpu_per_busy)
 
+    def learn_vertex_cpu(self, shares: dict[str, float]) -> None:
+        for vertex_id, share in shares.items():
+            share = min(max(share, 0.02), 2.0)
+            known = self.cpu_per_busy_by_vertex.get(vertex_id, share)
+            self.cpu_per_busy_by_vertex[vertex_id] = known + CPU_PER_BUSY_SMOOTHING * (share - known)
+
+    def vertex_cpu_per_busy(self) -> dict[str, float]:
+        """Vertex id → CPU per busy second: its own where learned, else the median's."""
+        if self.graph is None:
+            return {}
+        common = self.cpu_per_busy if math.isfinite(self.cpu_per_busy) and self.cpu_per_busy > 0 else 1.0
+        return {
+            v.vertex_id: self.cpu_per_busy_by_vertex.get(v.vertex_id, common) for v in self.graph.vertices
+        }
+
     def to_dict(self) -> dict:
         return {
             "downtime": self.downtime.to_dict(),
             "graph": None if self.graph is None else _graph_dict(self.graph),
             "cpu_per_busy": None if math.isnan(self.cpu_per_busy) else self.cpu_per_busy,
             "rescales_learned": self.rescales_learned,
+            "cpu_per_busy_by_vertex": dict(self.cpu_per_busy_by_vertex),
         }
 
     @classmethod
@@ -100,6 +125,7 @@ class VertexKnowledge:
             DowntimeModel.from_dict(data["downtime"]),
             None if graph is None else _graph_of(graph),
             math.nan if cpu is None else float(cpu),
+            {str(k): float(v) for k, v in (data.get("cpu_per_busy_by_vertex") or {}).items()},
             int(data.get("rescales_learned", 0)),
         )
 
@@ -129,34 +155,60 @@ class VertexWatch(ObservingExtension):
             state.graph = observation.job_graph
             state.window = vertex_windows(observation)
         if not assessment.problems and not assessment.warming_up:
-            state.learn_cpu_share(self._cpu_share(observation, knowledge))
+            busy, cpu = self._predicted_busy(observation, knowledge)
+            state.learn_cpu_share(_median_share(busy, cpu))
+            if math.isfinite(state.cpu_per_busy):
+                state.learn_vertex_cpu(_vertex_shares(busy, cpu, state.cpu_per_busy))
         return assessment
 
-    def _cpu_share(self, observation: Observation, knowledge: Knowledge) -> float:
-        """Median over TaskManagers of the CPU used per busy second the learned rates predict for the
-        records its subtasks processed (NaN: too little load or nothing learned)."""
+    def _predicted_busy(
+        self, observation: Observation, knowledge: Knowledge
+    ) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+        """Per TaskManager with enough load: the busy share the learned rates predict for the records each
+        vertex's subtask there processed, and its CPU as a share of the span idle → saturation."""
         graph = observation.job_graph
-        if graph is None:
-            return math.nan
+        span = self.saturation_cpu - self.idle_cpu
+        if graph is None or span <= 0:
+            return {}, {}
         parallelism = {v.vertex_id: v.parallelism for v in graph.vertices}
         sources = {v.vertex_id for v in graph.sources}
-        busy: dict[str, float] = {}
+        busy: dict[str, dict[str, float]] = {}
         for series in observation.subtasks:
             records = _records_in(series, series.vertex_id in sources)
             records = records[np.isfinite(records)]
             p = parallelism.get(series.vertex_id, 0)
             rate = knowledge.dag.subtask_rate_rps(series.vertex_id, p, series.subtask_index)
             if series.taskmanager_id is not None and len(records) and math.isfinite(rate) and rate > 0:
-                tm = series.taskmanager_id
-                busy[tm] = busy.get(tm, 0.0) + float(records.mean()) / rate
-        shares = []
-        span = self.saturation_cpu - self.idle_cpu
+                mine = busy.setdefault(series.taskmanager_id, {})
+                mine[series.vertex_id] = mine.get(series.vertex_id, 0.0) + float(records.mean()) / rate
+        cpu = {}
         for worker in observation.workers:
-            cpu = worker.cpu[np.isfinite(worker.cpu)]
-            load = busy.get(worker.worker_id, 0.0)
-            if len(cpu) and load >= MIN_BUSY_FOR_CPU and span > 0:
-                shares.append((float(cpu.mean()) - self.idle_cpu) / span / load)
-        return float(np.median(shares)) if shares else math.nan
+            readings = worker.cpu[np.isfinite(worker.cpu)]
+            if len(readings) and sum(busy.get(worker.worker_id, {}).values()) >= MIN_BUSY_FOR_CPU:
+                cpu[worker.worker_id] = (float(readings.mean()) - self.idle_cpu) / span
+        return {tm: busy[tm] for tm in cpu}, cpu
+
+
+def _median_share(busy: dict[str, dict[str, float]], cpu: dict[str, float]) -> float:
+    """Median over TaskManagers of the CPU used per predicted busy second (NaN: none with enough load)."""
+    shares = [cpu[tm] / sum(busy[tm].values()) for tm in cpu]
+    return float(np.median(shares)) if shares else math.nan
+
+
+def _vertex_shares(
+    busy: dict[str, dict[str, float]], cpu: dict[str, float], common: float
+) -> dict[str, float]:
+    """Each vertex's CPU per busy second: CPU_i ≈ Σ_v c_v · busy_v,i over the TaskManagers, non-negative,
+    every c_v pulled towards `common` (where all slots hold one mix, the pull alone splits it)."""
+    vertices = sorted({v for mine in busy.values() for v in mine})
+    if not vertices or not cpu:
+        return {}
+    rows = [[busy[tm].get(v, 0.0) for v in vertices] for tm in cpu]
+    weight = VERTEX_CPU_PRIOR_WEIGHT
+    matrix = np.vstack([np.array(rows), weight * np.eye(len(vertices))])
+    target = np.concatenate([np.array(list(cpu.values())), np.full(len(vertices), weight * common)])
+    shares, _ = nnls(matrix, target)
+    return dict(zip(vertices, shares.tolist(), strict=True))
 
 
 def vertex_windows(observation: Observation) -> dict[str, VertexWindow]:

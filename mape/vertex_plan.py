@@ -8,15 +8,20 @@ Daedalus's recovery bound, every changed vertex in one rescale.
   (⌈max parallelism / p⌉ groups), so its parallelism lands where the key groups split most evenly for
   the subtasks it runs.
 - Slot sharing: subtask i of every vertex runs in slot i and they share its core, so every slot must fit:
-  cpu_per_busy · r · Σ_v a_v · share_v,i / rate_v,i ≤ `SLOT_CPU` (shares and rates per subtask, skew
-  included: a hot key's subtask loads its own slot, not slot 0). While the fullest slot does not fit, the
-  vertex whose next subtask relieves it most gets one (rule ``slot-cpu``), where that adds no slot first.
+  r · Σ_v c_v · a_v · share_v,i / rate_v,i ≤ `SLOT_CPU` (c_v the vertex's CPU per busy second,
+  mape/vertex_knowledge.py; shares and rates per subtask, skew included: a hot key's subtask loads its
+  own slot, not slot 0). While the fullest slot does not fit, the vertex whose next subtask relieves it
+  most gets one (rule ``slot-cpu``), where that adds no slot first. Then, where that took more slots than
+  the vertices need, a search for a placement on fewer (rule ``slot-placement``): a vertex running fewer
+  subtasks than there are slots leaves the last slots to the others, e.g. a hot key's subtask a slot of
+  its own.
 - Forward edges keep both ends at the same parallelism (Flink chains or pairs them pointwise). A vertex
   of unknown rate (a legacy source reports no busy time) runs as wide as the widest vertex it feeds.
 - Slots = the largest parallelism per slot-sharing group, summed over groups; TaskManagers =
   ⌈slots / slots per TaskManager⌉.
 - Choice (Daedalus Algorithm 1 with configurations in place of scale-outs): keep the running configuration
-  shortly after a rescale while it carries the load until the next loop (``vertex-only-if-necessary``);
+  shortly after a rescale while it carries the load and drains its backlog by the next loop
+  (``vertex-only-if-necessary``; a saturated job carries what it shows, not what the model says);
   else size for the forecast peak, raised in 5% steps until the predicted recovery (the
   per-vertex path's learned downtime, no replay: Flink 2.x restarts from a checkpoint taken for the
   rescale) meets the recovery target and the configuration carries the forecast until recovered
@@ -50,7 +55,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -125,7 +130,7 @@ class Sizing:
         graph: JobGraph,
         dag: DagModel,
         max_slots: int,
-        cpu_per_busy: float,
+        cpu_per_busy: float | Mapping[str, float],
         groups: Mapping[str, str] | None = None,
         reports_busy: frozenset[str] = frozenset(),
     ) -> None:
@@ -133,7 +138,12 @@ class Sizing:
         self.groups = groups or {}
         self.reports_busy = reports_busy
         """Vertices whose busy time Flink reports: one of them with no rate learned is nearly idle."""
-        self.cpu_per_busy = cpu_per_busy if math.isfinite(cpu_per_busy) and cpu_per_busy > 0 else 1.0
+        self.cpu_per_busy = {  # vertex id → CPU per busy second
+            v.vertex_id: _cpu_or_one(
+                cpu_per_busy.get(v.vertex_id, 1.0) if isinstance(cpu_per_busy, Mapping) else cpu_per_busy
+            )
+            for v in graph.vertices
+        }
         ratios = dag.input_ratios(graph)
         self.dag, self.ratios = dag, ratios
         self._busy: dict[tuple[str, int], np.ndarray] = {}
@@ -158,8 +168,9 @@ class Sizing:
         curve = self.curves[vertex_id]
         return float(curve[min(parallelism, len(curve)) - 1]) if self.known[vertex_id] else math.inf
 
-    def busy_per_record(self, vertex_id: str, parallelism: int) -> np.ndarray:
-        """Per subtask, the busy seconds one source record costs it (its share over its rate; 0 unknown)."""
+    def cpu_per_record(self, vertex_id: str, parallelism: int) -> np.ndarray:
+        """Per subtask, the CPU seconds one source record costs it (its busy seconds: its share over its
+        rate, 0 unknown; times the vertex's CPU per busy second)."""
         key = (vertex_id, parallelism)
         if key not in self._busy:
             vector = np.zeros(parallelism)
@@ -168,23 +179,23 @@ class Sizing:
                 shares = self.dag.shares(self.graph, vertex_id, parallelism)
                 with np.errstate(divide="ignore", invalid="ignore"):
                     vector = np.where(rates > 0, self.ratios[vertex_id] * shares / rates, 0.0)
-                vector = np.nan_to_num(vector, nan=0.0, posinf=0.0)
+                vector = self.cpu_per_busy[vertex_id] * np.nan_to_num(vector, nan=0.0, posinf=0.0)
             self._busy[key] = vector
         return self._busy[key]
 
-    def slot_busy_per_record(self, parallelism: Mapping[str, int]) -> float:
-        """The fullest slot's busy seconds per source record: slot i holds subtask i of every vertex."""
+    def slot_cpu_per_record(self, parallelism: Mapping[str, int]) -> float:
+        """The fullest slot's CPU seconds per source record: slot i holds subtask i of every vertex."""
         total = np.zeros(max(parallelism.values()))
         for vid, p in parallelism.items():
-            vector = self.busy_per_record(vid, p)
+            vector = self.cpu_per_record(vid, p)
             total[: len(vector)] += vector
         return float(total.max())
 
     def evaluate(self, parallelism: Mapping[str, int], rules: Mapping[str, str] | None = None):
         """The configuration's capacity: its hottest subtask's limit and its fullest slot's CPU limit."""
         limits = [self.capacity(v, p) for v, p in parallelism.items()]
-        per_record = self.slot_busy_per_record(parallelism)
-        cpu_limit = SLOT_CPU / (self.cpu_per_busy * per_record) if per_record > 0 else math.inf
+        per_record = self.slot_cpu_per_record(parallelism)
+        cpu_limit = SLOT_CPU / per_record if per_record > 0 else math.inf
         return VertexConfiguration(
             dict(parallelism),
             dict(rules or {}),
@@ -215,7 +226,14 @@ class Sizing:
                 parallelism[vid], rules[vid] = floor, "latency-floor"
         self._follow_downstream(parallelism, rules)
         self._forward_pairs(parallelism, rules)
+        least = dict(parallelism)
         self._fit_slots(parallelism, rules, rate_rps)
+        fewer = self._fewer_slots(least, parallelism, rate_rps)
+        if fewer is not None:
+            for vid, p in fewer.items():
+                if p != parallelism[vid]:
+                    rules[vid] = "slot-placement"
+            parallelism = fewer
         return self.evaluate(parallelism, rules)
 
     def _follow_downstream(self, parallelism: dict[str, int], rules: dict[str, str]) -> None:
@@ -244,13 +262,13 @@ class Sizing:
         if not math.isfinite(rate_rps) or rate_rps <= 0:
             return
         tops = {vid: len(curve) for vid, curve in self.curves.items()}
-        fits = SLOT_CPU / (self.cpu_per_busy * rate_rps)  # the busy seconds per record a slot may take
-        while (fullest := self.slot_busy_per_record(parallelism)) > fits:
+        fits = SLOT_CPU / rate_rps  # the CPU seconds per record a slot may take
+        while (fullest := self.slot_cpu_per_record(parallelism)) > fits:
             slots = max(parallelism.values())
             relief = {}
             for vid, p in parallelism.items():
                 if p < tops[vid]:
-                    relief[vid] = fullest - self.slot_busy_per_record({**parallelism, vid: p + 1})
+                    relief[vid] = fullest - self.slot_cpu_per_record({**parallelism, vid: p + 1})
             relief = {vid: r for vid, r in relief.items() if r > 1e-12}
             if not relief:
                 return
@@ -258,6 +276,86 @@ class Sizing:
             vid = max(free or relief, key=lambda v: relief[v])
             parallelism[vid] += 1
             rules[vid] = "slot-cpu"
+
+    def _fewer_slots(
+        self, least: Mapping[str, int], fitted: Mapping[str, int], rate_rps: float
+    ) -> dict[str, int] | None:
+        """A configuration whose slots all fit on fewer slots than `fitted` (on any number up to the top
+        when `fitted` does not fit: adding subtasks got stuck), found by placing subtasks: slot i holds
+        subtask i of every vertex, so a vertex running fewer subtasks than there are slots leaves the last
+        slots to the others (a hot key's subtask may get a slot of its own). The fewest slots, bisected
+        between what the vertices' needs allow and that bound, on which a coordinate descent over the
+        vertices' parallelism (each at least `least`, forward-paired vertices together) fits; None when
+        none in range does."""
+        if not math.isfinite(rate_rps) or rate_rps <= 0 or len(set(self.groups.values())) > 1:
+            return None
+        fits = SLOT_CPU / rate_rps
+        above = max(fitted.values())
+        if self.slot_cpu_per_record(fitted) > fits:
+            above = max(len(curve) for curve in self.curves.values()) + 1
+        units = self._forward_units()
+        low, high = max(least.values()), above - 1
+        found = self._descend(least, units, high, rate_rps, fits) if low <= high else None
+        while found is not None and low < high:  # bisection: more slots rarely fit worse
+            middle = (low + high) // 2
+            fewer = self._descend(least, units, middle, rate_rps, fits)
+            if fewer is None:
+                low = middle + 1
+            else:
+                found, high = fewer, middle
+        return found
+
+    def _forward_units(self) -> list[tuple[str, ...]]:
+        """Vertices that must run at one parallelism: those joined by forward edges."""
+        unit_of = {v.vertex_id: (v.vertex_id,) for v in self.graph.vertices}
+        for edge in self.graph.edges:
+            if edge.ship_strategy.upper() == "FORWARD":
+                joined = unit_of[edge.source_id] + unit_of[edge.target_id]
+                for vid in joined:
+                    unit_of[vid] = joined
+        return list(dict.fromkeys(unit_of.values()))
+
+    def _descend(self, least, units, slots, rate_rps, fits, passes: int = 4) -> dict[str, int] | None:
+        """The descent on `slots` slots, from every vertex as wide as it may be: each unit in turn moves to
+        the parallelism that leaves the fullest slot emptiest (then the slots' sum of squares; the fewest
+        subtasks on ties), until the slots fit or nothing moves. A unit with a vertex of unknown rate keeps
+        its parallelism."""
+        choices: dict[tuple[str, ...], list[int]] = {}
+        for unit in units:
+            lowest = max(least[vid] for vid in unit)
+            if not all(self.known[vid] for vid in unit):
+                choices[unit] = [lowest] if lowest <= slots else []
+            else:
+                choices[unit] = [
+                    p for p in range(lowest, slots + 1) if all(self.capacity(v, p) >= rate_rps for v in unit)
+                ]
+            if not choices[unit]:
+                return None
+        loads = {unit: self._unit_loads(unit, choices[unit], slots) for unit in units}  # choice × slot
+        at = {unit: len(choices[unit]) - 1 for unit in units}  # every unit as wide as it may be
+        total = sum(loads[unit][at[unit]] for unit in units)
+        for _ in range(passes):
+            moved = False
+            for unit in units:
+                candidates = total - loads[unit][at[unit]] + loads[unit]
+                # the fullest slot emptiest, then the slots' squares (no plateaus), then fewest subtasks
+                best = int(np.lexsort(((candidates**2).sum(axis=1), candidates.max(axis=1)))[0])
+                if best != at[unit]:
+                    total, at[unit], moved = candidates[best], best, True
+            if total.max() <= fits:
+                return {vid: choices[unit][at[unit]] for unit in units for vid in unit}
+            if not moved:
+                return None
+        return None
+
+    def _unit_loads(self, unit: tuple[str, ...], choices: list[int], slots: int) -> np.ndarray:
+        """Row k: the CPU seconds per source record the unit's subtasks put on each slot at choices[k]."""
+        loads = np.zeros((len(choices), slots))
+        for k, p in enumerate(choices):
+            for vid in unit:
+                vector = self.cpu_per_record(vid, p)
+                loads[k, : len(vector)] += vector
+        return loads
 
 
 class VertexPolicy:
@@ -308,7 +406,7 @@ class VertexPolicy:
             state,
             {v.vertex_id: v.parallelism for v in graph.vertices},
             {v.vertex_id: v.name for v in graph.vertices},
-            Sizing(graph, knowledge.dag, max_slots, state.cpu_per_busy, groups, reports_busy),
+            Sizing(graph, knowledge.dag, max_slots, state.vertex_cpu_per_busy(), groups, reports_busy),
             dict(latency.floors) if latency is not None else {},
             latency.reasons if latency is not None else (),
             self.slots_per_taskmanager,
@@ -329,7 +427,7 @@ class VertexPolicy:
         if not context.sizing.any_known or not math.isfinite(recent):
             return None
         current, sizing = context.current, context.sizing
-        running = sizing.evaluate(current, dict.fromkeys(current, "keep"))
+        running = _running(a, sizing, current)
         if not recent > running.capacity_rps or (math.isfinite(expected) and recent <= expected):
             return None
         now = a.surge_load_rps
@@ -364,7 +462,7 @@ class VertexPolicy:
             )
         state, current, sizing, floors = context.state, context.current, context.sizing, context.floors
         proposal = context.proposal
-        running = sizing.evaluate(current, dict.fromkeys(current, "keep"))
+        running = _running(a, sizing, current)
         if not sizing.any_known:
             return proposal(running, "vertex-no-rates", "no vertex's true rate is known yet")
         surge = self._surge(a, context)
@@ -379,7 +477,12 @@ class VertexPolicy:
         now = f"running configuration carries {running.capacity_rps:.0f} rps on {running.slots} slots"
 
         since = math.inf if knowledge.last_rescale_s is None else a.time_s - knowledge.last_rescale_s
-        if since < self.necessary_window_s and running.capacity_rps > max(average, next_loop):
+        drain_s = predict_recovery_s(running.capacity_rps, forecast, a.backlog_records, 0.0, 0.0)
+        if (
+            since < self.necessary_window_s
+            and running.capacity_rps > max(average, next_loop)
+            and drain_s <= self.loop_interval_s
+        ):
             return proposal(running, "vertex-only-if-necessary", f"rescaled {since:.0f} s ago", now, load)
 
         margin = CAPACITY_ERROR if latency is not None else 0.0
@@ -387,7 +490,6 @@ class VertexPolicy:
         chosen, rule, why = self._candidate(*known, self.scale_out_lookahead_s)
         if chosen.slots <= running.slots:  # no scale-out: what comes down must carry the whole horizon
             chosen, rule, why = self._candidate(*known)
-        drain_s = predict_recovery_s(running.capacity_rps, forecast, a.backlog_records, 0.0, 0.0)
         running_valid = (  # Daedalus: the current scale-out needs only carry the load until recovered
             running.capacity_rps > average
             and drain_s <= self.recovery_target_s
@@ -521,6 +623,21 @@ class _Context:
             vertex_rules=dict(by_vertex),
             current_vertex_parallelism=self.current,
         )
+
+
+def _running(a: Assessment, sizing: Sizing, current: Mapping[str, int]) -> VertexConfiguration:
+    """The running configuration; when the job is saturated, carrying no more than the throughput it shows
+    (a measurement beats the model, whose rates a saturated slot does not teach)."""
+    running = sizing.evaluate(current, dict.fromkeys(current, "keep"))
+    measured = a.capacities_rps.get(a.current_scaleout, math.inf)
+    if a.capacity_method == "saturated" and measured < running.capacity_rps:
+        return replace(running, capacity_rps=measured)
+    return running
+
+
+def _cpu_or_one(cpu_per_busy: float) -> float:
+    """A CPU per busy second to plan with: 1 (a busy second is a second of the core) until learned."""
+    return cpu_per_busy if math.isfinite(cpu_per_busy) and cpu_per_busy > 0 else 1.0
 
 
 def _forecast(a: Assessment) -> np.ndarray:

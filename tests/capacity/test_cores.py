@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from capacity.cores import CoreModel, taskmanager_busy
-from capacity.dag import DagModel
+from capacity.cores import CoreModel, contended_taskmanagers, taskmanager_busy
+from capacity.dag import DagModel, subtask_windows
 from capacity.model import CapacitySettings
 from tests.capacity.test_dag import chain, learn, series
 
@@ -85,3 +85,16 @@ def test_the_model_survives_a_restart():
     again = CoreModel.from_dict(cores.to_dict())
     assert again.line() == cores.line() and again.overhead_busy == 0.01
     assert math.isclose(CoreModel.from_dict({}).line()[0], CapacitySettings().idle_cpu)
+
+
+def test_a_core_counts_as_contended_at_saturation_or_overbooked_near_it_not_for_a_waiting_sink():
+    graph = chain(1, 1)
+    model = CoreModel(CapacitySettings(saturation_cpu=0.95, idle_cpu=0.05))
+    both_busy = [series(f"v{v}", 0, RECORDS, 0.9) for v in (0, 1)]  # 1.8 busy seconds on one core
+    windows = subtask_windows(both_busy, graph, uptime_s=3600.0, now_s=60.0, warmup_s=0.0)
+    assert contended_taskmanagers(windows, {"tm-0": 0.96}, model) == {"tm-0"}  # saturated
+    assert contended_taskmanagers(windows, {"tm-0": 0.9}, model) == {"tm-0"}  # overbooked, near it
+    assert contended_taskmanagers(windows, {"tm-0": 0.3}, model) == frozenset()  # busy waiting, not computing
+    alone = [series("v0", 0, RECORDS, 1.0), series("v1", 0, RECORDS, 0.01)]  # one subtask busy all the time
+    windows = subtask_windows(alone, graph, uptime_s=3600.0, now_s=60.0, warmup_s=0.0)
+    assert contended_taskmanagers(windows, {"tm-0": 0.9}, model) == frozenset()

@@ -299,3 +299,26 @@ def test_parallelisms_seen_together_locate_a_hot_key_group():
     np.testing.assert_allclose(
         model.shares(graph2, "v1", 4), np.bincount(key_group_owner(8, 4), weights=loads), atol=0.02
     )
+
+
+def test_a_contended_taskmanager_teaches_a_rate_only_above_the_one_known():
+    graph = chain(1, 2)
+    model = DagModel()
+    learn(model, graph, [series("v0", 0, 600.0, 0.5), *(series("v1", i, 300.0, 0.5) for i in (0, 1))])
+    assert model.subtask_rate_rps("v1", 2, 0) == pytest.approx(600.0)
+    # tm-0's core saturates: its subtasks wait for it, busy all the time at a third of their rate
+    waiting = [series("v0", 0, 400.0, 1.0), series("v1", 0, 200.0, 1.0), series("v1", 1, 450.0, 0.5)]
+    windows = subtask_windows(waiting, graph, uptime_s=3600.0, now_s=60.0, warmup_s=0.0)
+    model.learn(graph, windows, contended=frozenset({"tm-0"}))
+    assert model.subtask_rate_rps("v1", 2, 0) == pytest.approx(600.0)  # the core's share: not learned
+    assert model.subtask_rate_rps("v0", 1, 0) == pytest.approx(1200.0)
+    assert model.subtask_rate_rps("v1", 2, 1) == pytest.approx(750.0)  # tm-1 is not contended
+    # where nothing is known of the vertex yet, a contended window is still its first (low) estimate
+    fresh = DagModel()
+    fresh.learn(graph, windows, contended=frozenset({"tm-0"}))
+    assert fresh.subtask_rate_rps("v1", 2, 0) == pytest.approx(200.0)
+    # a smaller drop on a contended core is learned: the slot does carry less
+    slower = [series("v1", 0, 240.0, 0.6), series("v1", 1, 450.0, 0.5)]
+    windows = subtask_windows(slower, graph, uptime_s=3600.0, now_s=60.0, warmup_s=0.0)
+    model.learn(graph, windows, contended=frozenset({"tm-0"}))
+    assert model.subtask_rate_rps("v1", 2, 0) < 600.0

@@ -4,6 +4,7 @@ path's own downtime, scale-downs only when they save slots, and the loop executi
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 
 import numpy as np
@@ -129,7 +130,7 @@ def test_a_keyed_vertex_without_learned_key_loads_is_sized_on_its_largest_key_gr
 def test_the_shared_slot_gets_subtasks_until_its_core_fits():
     sizing = Sizing(GRAPH, FakeDag(), 32, cpu_per_busy=1.0)
     config = sizing.configuration(7_500.0, {})
-    assert 7_500.0 * sizing.slot_busy_per_record(config.parallelism) <= SLOT_CPU
+    assert 7_500.0 * sizing.slot_cpu_per_record(config.parallelism) <= SLOT_CPU
     assert "slot-cpu" in config.rules.values()
     assert config.slots > 8  # the DS2 walk alone (8) would overload slot 0
 
@@ -343,3 +344,70 @@ def test_vertex_granularity_needs_the_per_vertex_model_and_the_twin_one_slot_per
         Config.model_validate({"scaling": {"granularity": "vertex"}, "capacity": {"model": "job"}})
     with pytest.raises(ValueError, match="one slot"):
         Config.model_validate({"scaling": {"granularity": "vertex", "slots_per_taskmanager": 2}})
+
+
+class HotKeyDag(FakeDag):
+    """`agg`'s last subtask holds a hot key: half of the vertex's records at any parallelism."""
+
+    def shares(self, graph, vertex_id, parallelism):
+        if vertex_id != "agg" or parallelism == 1:
+            return super().shares(graph, vertex_id, parallelism)
+        return np.append(np.full(parallelism - 1, 0.5 / (parallelism - 1)), 0.5)
+
+    def capacity_curve(self, graph, vertex_id, ratio, top):
+        if vertex_id != "agg":
+            return super().capacity_curve(graph, vertex_id, ratio, top)
+        limits = [self.rates["agg"] / self.shares(graph, "agg", p).max() for p in range(1, top + 1)]
+        return np.array(limits), ["observed"] * top
+
+
+def test_vertices_below_the_slot_count_leave_the_hot_subtasks_slot_to_it():
+    sizing = Sizing(GRAPH, HotKeyDag(rates={"src": 8_000.0, "map": 1_500.0, "agg": 3_000.0}), 32, 1.0)
+    config = sizing.configuration(3_000.0, {})
+    assert "slot-placement" in config.rules.values()
+    assert (
+        config.capacity_rps >= 3_000.0
+        and 3_000.0 * sizing.slot_cpu_per_record(config.parallelism) <= SLOT_CPU
+    )
+    # the fewest slots of any configuration that carries the rate (exhaustive search)
+    fewest = min(
+        sizing.evaluate(dict(zip(("src", "map", "agg"), p, strict=True))).slots
+        for p in itertools.product(range(1, 9), repeat=3)
+        if sizing.evaluate(dict(zip(("src", "map", "agg"), p, strict=True))).capacity_rps >= 3_000.0
+    )
+    assert config.slots == fewest == 4
+    hot_slot = config.parallelism["agg"] - 1
+    assert config.parallelism["src"] <= hot_slot or config.parallelism["map"] <= hot_slot
+
+
+def test_a_vertex_that_waits_costs_its_slot_less_cpu_than_one_that_computes():
+    cpu_bound = Sizing(GRAPH, FakeDag(), 32, cpu_per_busy=1.0).configuration(7_500.0, {})
+    waiting_map = Sizing(GRAPH, FakeDag(), 32, cpu_per_busy={"src": 1.0, "map": 0.05, "agg": 1.0})
+    assert waiting_map.configuration(7_500.0, {}).slots < cpu_bound.slots
+
+
+def test_the_vertex_cpu_per_busy_second_is_told_apart_where_slots_hold_different_mixes():
+    from mape.vertex_knowledge import _vertex_shares
+
+    # a computing vertex (1.0 CPU per busy second) and a sink waiting on its store (0.1)
+    busy = {"tm-0": {"work": 0.6, "sink": 0.3}, "tm-1": {"work": 0.2, "sink": 0.9}, "tm-2": {"sink": 0.8}}
+    cpu = {tm: 1.0 * b.get("work", 0.0) + 0.1 * b["sink"] for tm, b in busy.items()}
+    shares = _vertex_shares(busy, cpu, common=0.5)
+    assert shares["work"] > 0.8 and shares["sink"] < 0.2  # pulled a little towards the common 0.5
+    state = VertexKnowledge.fresh(3.0)
+    state.graph, state.cpu_per_busy = GRAPH, 0.4
+    state.learn_vertex_cpu({"map": 0.2})
+    assert state.vertex_cpu_per_busy() == {"src": 0.4, "map": pytest.approx(0.2), "agg": 0.4}
+    assert VertexKnowledge.from_dict(state.to_dict()).cpu_per_busy_by_vertex == {"map": pytest.approx(0.2)}
+
+
+def test_a_saturated_job_carries_what_it_shows_and_a_backlog_that_does_not_drain_is_no_reason_to_wait():
+    knowledge = knowledge_with(FakeDag(), last_rescale_s=3_500.0)
+    # rescaled 100 s ago; the model says the running configuration (2, 4, 4) carries 4,000 rps
+    calm = policy().propose_configuration(assessment(3_500.0), knowledge)
+    assert calm.rule == "vertex-only-if-necessary"
+    saturated = dataclasses.replace(
+        assessment(3_500.0, backlog=600_000.0), capacities_rps={4: 3_000.0}, capacity_method="saturated"
+    )
+    proposal = policy().propose_configuration(saturated, knowledge)
+    assert proposal.rule != "vertex-only-if-necessary" and proposal.vertex_parallelism["map"] > 4
