@@ -85,7 +85,7 @@ class VertexKnowledge:
     def learn_cpu_share(self, share: float) -> None:
         if not math.isfinite(share):
             return
-        share = min(max(share, 0.02), 2.0)
+        share = _plausible_share(share)
         if math.isnan(self.cpu_per_busy):
             self.cpu_per_busy = share
         else:
@@ -93,7 +93,7 @@ class VertexKnowledge:
 
     def learn_vertex_cpu(self, shares: dict[str, float]) -> None:
         for vertex_id, share in shares.items():
-            share = min(max(share, 0.02), 2.0)
+            share = _plausible_share(share)
             known = self.cpu_per_busy_by_vertex.get(vertex_id, share)
             self.cpu_per_busy_by_vertex[vertex_id] = known + CPU_PER_BUSY_SMOOTHING * (share - known)
 
@@ -187,6 +187,11 @@ class VertexWatch(ObservingExtension):
             if len(readings) and sum(busy.get(worker.worker_id, {}).values()) >= MIN_BUSY_FOR_CPU:
                 cpu[worker.worker_id] = (float(readings.mean()) - self.idle_cpu) / span
         return {tm: busy[tm] for tm in cpu}, cpu
+
+
+def _plausible_share(share: float) -> float:
+    """A CPU per busy second within what one busy thread can cost (a waiting sink: little; one core: 1)."""
+    return min(max(share, 0.02), 2.0)
 
 
 def _median_share(busy: dict[str, dict[str, float]], cpu: dict[str, float]) -> float:
