@@ -28,8 +28,12 @@ def fit_auto_arima(y: np.ndarray, X: np.ndarray | None = None, max_d: int = 1) -
     """The default fit: stepwise auto-ARIMA, non-seasonal (seasonality arrives as Fourier terms in X).
 
     `max_d` caps the differencing: with d = 2 the model extrapolates the load's curvature, and a ramp
-    then forecasts far above any level the workload reaches within 15 minutes.
+    then forecasts far above any level the workload reaches within 15 minutes. A constant series gets
+    ARIMA(0,0,0) with its mean: auto_arima returns that order *without* an intercept there, which
+    forecasts 0 (a rate-limited source at 40k rps was forecast at 16k and scaled in on it).
     """
+    if len(y) and np.ptp(y) == 0:
+        return ARIMA(order=(0, 0, 0), with_intercept=True, suppress_warnings=True).fit(y, X=X)
     return pm.auto_arima(
         y,
         X=X,

@@ -85,3 +85,9 @@ class BrokenModel(PersistenceModel):
 def test_non_finite_predictions_are_refused():
     with pytest.raises(ValueError, match="not finite"):
         predict(FittedModel(BrokenModel([1.0]), None, 2), centres(0, 5))
+
+
+def test_a_constant_load_is_forecast_at_its_level_not_at_zero():
+    # pmdarima's auto_arima returns ARIMA(0,0,0) without an intercept for a constant series: a forecast of 0
+    model = fit_auto_arima(np.full(60, 40_000.0))
+    assert np.allclose(model.predict(n_periods=3), 40_000.0)
