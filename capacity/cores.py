@@ -208,7 +208,10 @@ _COMPUTING_BUSY = 0.05
 
 
 def contended_taskmanagers(
-    windows: list[SubtaskWindow], cpu: dict[str, float], model: CoreModel
+    windows: list[SubtaskWindow],
+    cpu: dict[str, float],
+    model: CoreModel,
+    busy: dict[str, float] | None = None,
 ) -> frozenset[str]:
     """TaskManagers whose core was saturated this window: their CPU reached saturation, or it came near
     it (a 60 s mean over seconds saturated and seconds not) while two or more of their subtasks were busy
@@ -221,7 +224,7 @@ def contended_taskmanagers(
     for w in windows:
         if w.taskmanager_id is not None and math.isfinite(w.busy) and w.busy >= _COMPUTING_BUSY:
             computing[w.taskmanager_id] += 1
-    busy = taskmanager_busy(windows)
+    busy = taskmanager_busy(windows) if busy is None else busy  # `busy`: the caller's, when it has it
     saturated = {tm for tm, c in cpu.items() if math.isfinite(c) and c >= model.settings.saturation_cpu}
     near = _NEAR_SATURATION * model.settings.saturation_cpu
     overbooked = {

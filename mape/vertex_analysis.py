@@ -68,9 +68,9 @@ def analyse_vertices(
     stateful = any(o.stateful for o in observation.operators)  # memory changes no stateless vertex's rate
     known = stateful and managed_mb is not None and math.isfinite(managed_mb)
     model.use_configuration(f"{managed_mb:.0f}mb" if known else "")
-    model.learn(graph, windows, contended_taskmanagers(windows, worker_cpu, cores))
-    estimate = model.estimate(graph, windows, current, max_scaleout)
     busy = taskmanager_busy(windows)
+    model.learn(graph, windows, contended_taskmanagers(windows, worker_cpu, cores, busy))
+    estimate = model.estimate(graph, windows, current, max_scaleout)
     if not saturated:
         cores.learn(busy, worker_cpu)
     reactive = all(v.parallelism == current for v in graph.vertices if v.max_parallelism >= current)

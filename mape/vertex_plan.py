@@ -146,7 +146,7 @@ class Sizing:
         }
         ratios = dag.input_ratios(graph)
         self.dag, self.ratios = dag, ratios
-        self._busy: dict[tuple[str, int], np.ndarray] = {}
+        self._cpu: dict[tuple[str, int], np.ndarray] = {}
         self.curves: dict[str, np.ndarray] = {}
         self.known: dict[str, bool] = {}
         for vertex in graph.vertices:
@@ -172,7 +172,7 @@ class Sizing:
         """Per subtask, the CPU seconds one source record costs it (its busy seconds: its share over its
         rate, 0 unknown; times the vertex's CPU per busy second)."""
         key = (vertex_id, parallelism)
-        if key not in self._busy:
+        if key not in self._cpu:
             vector = np.zeros(parallelism)
             if self.known[vertex_id]:
                 rates, _ = self.dag.vertex_rates(self.graph, vertex_id, parallelism)
@@ -180,8 +180,8 @@ class Sizing:
                 with np.errstate(divide="ignore", invalid="ignore"):
                     vector = np.where(rates > 0, self.ratios[vertex_id] * shares / rates, 0.0)
                 vector = self.cpu_per_busy[vertex_id] * np.nan_to_num(vector, nan=0.0, posinf=0.0)
-            self._busy[key] = vector
-        return self._busy[key]
+            self._cpu[key] = vector
+        return self._cpu[key]
 
     def slot_cpu_per_record(self, parallelism: Mapping[str, int]) -> float:
         """The fullest slot's CPU seconds per source record: slot i holds subtask i of every vertex."""
