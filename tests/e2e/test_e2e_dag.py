@@ -209,7 +209,7 @@ def test_sink_bound_the_waiting_sink_saturates_while_burn_is_backpressured(dag, 
             },
         )
         assert max(cpu.values()) < 0.8, cpu  # a sink-bound job: its workers' CPU stays low
-        assert_daemon_names_the_bottleneck(daemon, STORE, sustained_rps, scaleout=2, after_s=saturated_s + 20)
+        assert_daemon_names_the_bottleneck(daemon, dag, STORE, readings, scaleout=2, after_s=saturated_s + 20)
     finally:
         daemon.kill()
 
@@ -237,7 +237,7 @@ def test_cpu_bound_the_keyed_operator_saturates_while_parse_is_backpressured(dag
             },
         )
         assert_daemon_names_the_bottleneck(
-            daemon, BURN, sustained_rps, scaleout=1, after_s=saturated_s + 20, tolerance=CPU_BOUND_TOLERANCE
+            daemon, dag, BURN, readings, scaleout=1, after_s=saturated_s + 20, tolerance=CPU_BOUND_TOLERANCE
         )
     finally:
         daemon.kill()
