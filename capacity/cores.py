@@ -200,7 +200,7 @@ def taskmanager_busy(windows: list[SubtaskWindow]) -> dict[str, float]:
     return {tm: b for tm, b in totals.items() if tm not in broken}
 
 
-_NEAR_SATURATION = 0.85
+NEAR_SATURATION = 0.85
 """Share of the saturation CPU from which a TaskManager whose subtasks are overbooked counts as contended."""
 
 _COMPUTING_BUSY = 0.05
@@ -226,7 +226,7 @@ def contended_taskmanagers(
             computing[w.taskmanager_id] += 1
     busy = taskmanager_busy(windows) if busy is None else busy  # `busy`: the caller's, when it has it
     saturated = {tm for tm, c in cpu.items() if math.isfinite(c) and c >= model.settings.saturation_cpu}
-    near = _NEAR_SATURATION * model.settings.saturation_cpu
+    near = NEAR_SATURATION * model.settings.saturation_cpu
     overbooked = {
         tm
         for tm, b in busy.items()

@@ -17,7 +17,7 @@ subtask never carries more than its rate, so a later window carrying more proves
 reading and the line through it start afresh. A subtask whose TaskManager's core is saturated (its
 CPU at saturation, or its subtasks busy for more seconds than the core serves: capacity/cores.py) waits
 for the core with records queued, which Flink also counts as busy: a reading there far under the rate
-known is the core's share and is not learned. On the twin's hot-key job one such window at parallelism 5
+known is the core's share and is not learned, and a subtask seen there only has a lower bound. On the twin's hot-key job one such window at parallelism 5
 (a third of the parser's rate) made the parser's rate look state-bound and promised 4,093 rps at
 parallelism 1, where it carries 26,000.
 
@@ -259,6 +259,11 @@ class DagModel:
     """The TaskManager each subtask's rate was learned on."""
     saturated: dict[tuple[str, int, int], float] = field(default_factory=dict)
     """Records per busy second of the last windows in which the subtask was busy nearly all the time."""
+    bounds: set[tuple[str, int, int]] = field(default_factory=set)
+    """Subtasks learned on a contended TaskManager only: their rates are lower bounds (the share of the core
+    the other subtasks left them), replaced by the first reading off contention."""
+    _contended_before: frozenset[str] = field(default_factory=frozenset, repr=False, compare=False)
+    """The TaskManagers contended in the last window: the next one's samples straddle the end of it."""
     vertices: dict[str, _VertexKnowledge] = field(default_factory=dict)
     configuration: str = ""
     _tables: dict[str, dict[int, np.ndarray]] | None = field(default=None, repr=False, compare=False)
@@ -291,7 +296,14 @@ class DagModel:
         busy, so its records per busy second are a lower bound of its rate (the cores' limit is
         capacity/cores.py's). Such a reading under `CONTENDED_SHARE` of the rate known for the subtask is
         the share of the core the other subtasks left it, and is not learned; a smaller drop is (the slot
-        does carry less), and so is any reading of a vertex with no rate yet."""
+        does carry less). A subtask first seen on a contended TaskManager learns its readings as a lower
+        bound, which its first reading off contention replaces: at parallelism 1 every vertex shares one
+        saturated core, and those shares are no rate to carry to 18 slots (a cold start on the twin's ysb
+        job read the projection at 1,548 rps, where it carries 62,000). A TaskManager contended in the
+        last window counts as contended in this one too: its samples straddle the end of the contention
+        (hot-key × sine on the twin: a parser learned 7,088 rps, where it carries 23,000, from the window
+        after one)."""
+        contended, self._contended_before = contended | self._contended_before, contended
         below = self._below_known(graph, [w for w in windows if w.taskmanager_id in contended])
         self._tables = None
         self._curves.clear()
@@ -309,8 +321,15 @@ class DagModel:
                     key = (self._rid(vertex.vertex_id), vertex.parallelism, w.subtask_index)
                     known_stats = self.rates.get(key, RegressionStats())
                     known_rate = self.saturated.pop(key, None)
-                    if self.placement.get(key, w.taskmanager_id) != w.taskmanager_id:
-                        known_stats, known_rate = RegressionStats(), None  # other hardware: its own line
+                    on_contended = w.taskmanager_id in contended
+                    if self.placement.get(key, w.taskmanager_id) != w.taskmanager_id or (
+                        key in self.bounds and not on_contended
+                    ):
+                        # other hardware, or the first reading off contention: its own line
+                        known_stats, known_rate = RegressionStats(), None
+                        self.bounds.discard(key)
+                    if on_contended and known_stats.n == 0:
+                        self.bounds.add(key)
                     elif (
                         known_rate is not None
                         and w.records_in_rps > self.settings.saturated_contradicted * known_rate
@@ -399,17 +418,18 @@ class DagModel:
         """The subtask's rate at busy 1 and whether it is a strong one: its line's value there, else its
         records per busy second beyond the vertex's `overhead`; weak where too little of the busy time is
         beyond it to tell (a light load: the plain ratio, which under-states the rate)."""
+        bound = key in self.bounds
         if key in self.saturated:
-            return self.saturated[key], True
+            return self.saturated[key], not bound
         stats = self.rates.get(key)
         if stats is None or stats.n == 0 or stats.mean_y <= 0:
             return math.nan, False
         slope = self._determined_slope(stats)
         if slope > 0:
-            return stats.mean_y + slope * (1.0 - stats.mean_x), True
+            return stats.mean_y + slope * (1.0 - stats.mean_x), not bound
         useful = stats.mean_x - overhead
         if useful > _MIN_USEFUL_SHARE * stats.mean_x and useful >= _MIN_RATIO_BUSY:
-            return stats.mean_y * (1.0 - overhead) / useful, True
+            return stats.mean_y * (1.0 - overhead) / useful, not bound
         return (stats.mean_y / stats.mean_x if stats.mean_x > 0 else math.nan), False
 
     def _determined_slope(self, stats: RegressionStats) -> float:
@@ -628,6 +648,7 @@ class DagModel:
                 [v, p, i, s.to_dict(), self.placement.get((v, p, i)), self.saturated.get((v, p, i))]
                 for (v, p, i), s in self.rates.items()
             ],
+            "bounds": [list(key) for key in self.bounds],
             "vertices": {
                 vid: {
                     "name": k.name,
@@ -650,6 +671,7 @@ class DagModel:
             model.placement[key] = taskmanager
             if saturated is not None:
                 model.saturated[key] = float(saturated)
+        model.bounds = {(str(v), int(p), int(i)) for v, p, i in data.get("bounds", [])}
         for vertex_id, known in data.get("vertices", {}).items():
             loads = known.get("key_loads")
             model.vertices[vertex_id] = _VertexKnowledge(

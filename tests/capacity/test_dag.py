@@ -322,3 +322,23 @@ def test_a_contended_taskmanager_teaches_a_rate_only_above_the_one_known():
     windows = subtask_windows(slower, graph, uptime_s=3600.0, now_s=60.0, warmup_s=0.0)
     model.learn(graph, windows, contended=frozenset({"tm-0"}))
     assert model.subtask_rate_rps("v1", 2, 0) < 600.0
+
+
+def test_a_rate_first_seen_on_a_contended_core_is_replaced_once_off_contention():
+    graph = chain(1, 2)
+    model = DagModel()
+
+    def window(busy, records, contended: frozenset[str] = frozenset()) -> None:
+        subtasks = [series("v0", 0, 600.0, 0.3), series("v1", 0, records, busy), series("v1", 1, 300.0, 0.5)]
+        windows = subtask_windows(subtasks, graph, uptime_s=3600.0, now_s=60.0, warmup_s=0.0)
+        model.learn(graph, windows, contended)
+
+    window(1.0, 200.0, frozenset({"tm-0"}))  # the core's share: the only reading so far
+    assert model.subtask_rate_rps("v1", 2, 0) == pytest.approx(200.0)
+    # the window after the contention ends straddles it: half its samples still wait for the core
+    half = np.arange(len(T)) < len(T) // 2
+    window(np.where(half, 1.0, 0.25), np.where(half, 200.0, 150.0))
+    assert model.subtask_rate_rps("v1", 2, 0) < 300.0
+    model = DagModel.from_dict(model.to_dict(), model.settings)  # a restart keeps it a bound
+    window(0.25, 150.0)  # off contention throughout: the subtask's own rate
+    assert model.subtask_rate_rps("v1", 2, 0) == pytest.approx(600.0)

@@ -24,7 +24,17 @@ from mape.vertex_plan import (
     slots_needed,
     taskmanagers_for,
 )
-from messages.types import Assessment, CompletedRescale, Decision, JobEdge, JobGraph, JobVertex, Observation
+from messages.types import (
+    Assessment,
+    CompletedRescale,
+    Decision,
+    JobEdge,
+    JobGraph,
+    JobVertex,
+    Observation,
+    SubtaskSeries,
+    WorkerSeries,
+)
 
 GRAPH = JobGraph(
     (
@@ -305,6 +315,39 @@ def test_only_per_vertex_rescales_teach_the_per_vertex_downtime_and_it_persists(
     assert knowledge.downtime.observations_s("out") == []  # reactive mode's model untouched
     again = VertexKnowledge.from_dict(state.to_dict())
     assert again.downtime.observations_s("out") == [pytest.approx(3.2)] and again.graph == GRAPH
+
+
+def test_a_saturated_core_teaches_nothing_of_the_cpu_per_busy_second():
+    """A saturated TaskManager's CPU stops at saturation while its subtasks' records keep their cost: in
+    the fit it would make them look cheaper."""
+    from mape.vertex_knowledge import VertexWatch
+
+    class Rates:
+        def subtask_rate_rps(self, vertex_id, parallelism, index):
+            return 1_000.0
+
+    t = np.arange(5.0, 65.0, 5.0)
+
+    def subtask(index: int, taskmanager: str, records_rps: float) -> SubtaskSeries:
+        records = np.full(len(t), records_rps)
+        return SubtaskSeries("map", index, taskmanager, t, records, records, records, 0 * t, 1000 - records)
+
+    def worker(name: str, cpu: float) -> WorkerSeries:
+        return WorkerSeries(name, t, np.full(len(t), cpu), np.full(len(t), 100.0))
+
+    # tm-a: 0.5 predicted busy seconds at 0.1 + 0.5 · 0.85 cores (1 CPU per busy second);
+    # tm-b: two subtasks, 1.5 predicted busy seconds, its core saturated at 0.95
+    observation = Observation(
+        120.0, 60.0, np.array([120.0]), np.array([1.0]),
+        (worker("tm-a", 0.525), worker("tm-b", 0.95)), 0.0, 4, 600.0,
+        job_graph=GRAPH,
+        subtasks=(subtask(0, "tm-a", 500.0), subtask(1, "tm-b", 750.0), subtask(2, "tm-b", 750.0)),
+    )  # fmt: skip
+    knowledge = knowledge_with(Rates(), cpu_per_busy=math.nan)
+    VertexWatch(0.1, 0.95).refine(observation, knowledge, assessment(1.0))
+    state = knowledge.extensions[VERTEX]
+    assert state.cpu_per_busy == pytest.approx(1.0)  # tm-b alone would read 0.67
+    assert state.vertex_cpu_per_busy()["map"] == pytest.approx(1.0, rel=0.05)
 
 
 def _vertex_config(**twin) -> Config:
