@@ -213,11 +213,12 @@ def contended_taskmanagers(
     model: CoreModel,
     busy: dict[str, float] | None = None,
 ) -> frozenset[str]:
-    """TaskManagers whose core was saturated this window: their CPU reached saturation, or it came near
-    it (a 60 s mean over seconds saturated and seconds not) while two or more of their subtasks were busy
-    for more seconds than the core serves (each waits for it with records queued, which Flink counts as
-    busy time). A lone subtask busy all the time shows its own rate; subtasks busy at little CPU wait on
-    something else (a sink on its store)."""
+    """TaskManagers whose core two or more computing subtasks shared while saturated: their CPU reached
+    saturation, or it came near it (a 60 s mean over seconds saturated and seconds not) while they were
+    busy for more seconds than the core serves (each waits for it with records queued, which Flink counts
+    as busy time). A lone subtask busy all the time shows its own rate (the twin's single job catching up
+    at 9 TaskManagers read 50,000 rps, its capacity); subtasks busy at little CPU wait on something else
+    (a sink on its store)."""
     idle, per_busy = model.line()
     served = (model.settings.saturation_cpu - idle) / per_busy if per_busy > 0 else math.inf
     computing: dict[str, int] = defaultdict(int)
@@ -225,7 +226,11 @@ def contended_taskmanagers(
         if w.taskmanager_id is not None and math.isfinite(w.busy) and w.busy >= _COMPUTING_BUSY:
             computing[w.taskmanager_id] += 1
     busy = taskmanager_busy(windows) if busy is None else busy  # `busy`: the caller's, when it has it
-    saturated = {tm for tm, c in cpu.items() if math.isfinite(c) and c >= model.settings.saturation_cpu}
+    saturated = {
+        tm
+        for tm, c in cpu.items()
+        if computing[tm] >= 2 and math.isfinite(c) and c >= model.settings.saturation_cpu
+    }
     near = NEAR_SATURATION * model.settings.saturation_cpu
     overbooked = {
         tm

@@ -17,9 +17,9 @@ subtask never carries more than its rate, so a later window carrying more proves
 reading and the line through it start afresh. A subtask whose TaskManager's core is saturated (its
 CPU at saturation, or its subtasks busy for more seconds than the core serves: capacity/cores.py) waits
 for the core with records queued, which Flink also counts as busy: a reading there far under the rate
-known is the core's share and is not learned, and a subtask seen there only has a lower bound. On the twin's hot-key job one such window at parallelism 5
-(a third of the parser's rate) made the parser's rate look state-bound and promised 4,093 rps at
-parallelism 1, where it carries 26,000.
+known is the core's share and is not learned, and a subtask seen there only has a lower bound. On the
+twin's hot-key job one such window at parallelism 5 (a third of the parser's rate) made the parser's rate
+look state-bound and promised 4,093 rps at parallelism 1, where it carries 26,000.
 
 Rates are kept per (vertex, parallelism, subtask): a subtask's key-group range, and with it its state and
 its cost per record, changes with the parallelism (a session window's cost grows with the keys it holds).
@@ -328,8 +328,6 @@ class DagModel:
                         # other hardware, or the first reading off contention: its own line
                         known_stats, known_rate = RegressionStats(), None
                         self.bounds.discard(key)
-                    if on_contended and known_stats.n == 0:
-                        self.bounds.add(key)
                     elif (
                         known_rate is not None
                         and w.records_in_rps > self.settings.saturated_contradicted * known_rate
@@ -338,6 +336,8 @@ class DagModel:
                         # through it too (a task's first minute after a restart reads busy all the time at a
                         # trickle; a rising load's first saturated window averages in the minute before)
                         known_stats, known_rate = RegressionStats(), None
+                    if on_contended and known_stats.n == 0:
+                        self.bounds.add(key)
                     self.rates[key] = known_stats.merge(w.stats)
                     self.placement[key] = w.taskmanager_id
                     if held_back and w.busy >= self.settings.saturated_busy and w.records_in_rps > 0:

@@ -87,7 +87,7 @@ def test_the_model_survives_a_restart():
     assert math.isclose(CoreModel.from_dict({}).line()[0], CapacitySettings().idle_cpu)
 
 
-def test_a_core_counts_as_contended_at_saturation_or_overbooked_near_it_not_for_a_waiting_sink():
+def test_a_shared_core_counts_as_contended_at_saturation_or_overbooked_near_it_not_for_a_waiting_sink():
     graph = chain(1, 1)
     model = CoreModel(CapacitySettings(saturation_cpu=0.95, idle_cpu=0.05))
     both_busy = [series(f"v{v}", 0, RECORDS, 0.9) for v in (0, 1)]  # 1.8 busy seconds on one core
@@ -98,3 +98,4 @@ def test_a_core_counts_as_contended_at_saturation_or_overbooked_near_it_not_for_
     alone = [series("v0", 0, RECORDS, 1.0), series("v1", 0, RECORDS, 0.01)]  # one subtask busy all the time
     windows = subtask_windows(alone, graph, uptime_s=3600.0, now_s=60.0, warmup_s=0.0)
     assert contended_taskmanagers(windows, {"tm-0": 0.9}, model) == frozenset()
+    assert contended_taskmanagers(windows, {"tm-0": 0.96}, model) == frozenset()  # saturated by it alone
