@@ -201,7 +201,9 @@ def taskmanager_busy(windows: list[SubtaskWindow]) -> dict[str, float]:
 
 
 NEAR_SATURATION = 0.85
-"""Share of the saturation CPU from which a TaskManager whose subtasks are overbooked counts as contended."""
+"""Share of the saturation CPU from which a TaskManager whose subtasks are overbooked counts as contended,
+and from which its CPU (censored by the core) teaches nothing of the CPU per busy second
+(mape/vertex_knowledge.py)."""
 
 _COMPUTING_BUSY = 0.05
 """Busy share from which a subtask counts as computing on its TaskManager's core."""
