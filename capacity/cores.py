@@ -228,15 +228,11 @@ def contended_taskmanagers(
         if w.taskmanager_id is not None and math.isfinite(w.busy) and w.busy >= _COMPUTING_BUSY:
             computing[w.taskmanager_id] += 1
     busy = taskmanager_busy(windows) if busy is None else busy  # `busy`: the caller's, when it has it
-    saturated = {
+    shared = {tm for tm, n in computing.items() if n >= 2 and math.isfinite(cpu.get(tm, math.nan))}
+    saturation = model.settings.saturation_cpu
+    return frozenset(
         tm
-        for tm, c in cpu.items()
-        if computing[tm] >= 2 and math.isfinite(c) and c >= model.settings.saturation_cpu
-    }
-    near = NEAR_SATURATION * model.settings.saturation_cpu
-    overbooked = {
-        tm
-        for tm, b in busy.items()
-        if computing[tm] >= 2 and b > served and math.isfinite(cpu.get(tm, math.nan)) and cpu[tm] >= near
-    }
-    return frozenset(saturated | overbooked)
+        for tm in shared
+        if cpu[tm] >= saturation
+        or (cpu[tm] >= NEAR_SATURATION * saturation and busy.get(tm, -math.inf) > served)
+    )
