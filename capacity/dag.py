@@ -25,7 +25,9 @@ Rates are kept per (vertex, parallelism, subtask): a subtask's key-group range, 
 its cost per record, changes with the parallelism (a session window's cost grows with the keys it holds).
 A subtask that comes back on another TaskManager (new hardware) starts its line afresh, and rates hold
 for one configuration of the TaskManagers (`use_configuration`, e.g. the managed memory per slot: a
-cache-bound vertex is another vertex with more memory).
+cache-bound vertex is another vertex with more memory). Another parallelism seen is predicted on today's
+TaskManagers: where the one at a subtask's index now is not the one its rate was learned on, that rate is
+today's one's, scaled by the state model below, and a rate learned on a TaskManager now gone is unknown.
 A parallelism never run gives every subtask the rate of the subtask that binds at the nearest parallelism
 seen (new TaskManagers' speeds are unknown; for an even split that is the slowest subtask, the per-vertex
 counterpart of the job-level model's "average worker of the nearest scale-out"), scaled by how the cost
@@ -264,6 +266,8 @@ class DagModel:
     the other subtasks left them), replaced by the first reading off contention."""
     _contended_before: frozenset[str] = field(default_factory=frozenset, repr=False, compare=False)
     """The TaskManagers contended in the last window: the next one's samples straddle the end of it."""
+    _live: frozenset[str] = field(default_factory=frozenset, repr=False, compare=False)
+    """The TaskManagers of the last window: a rate learned on any other one was a TaskManager now gone."""
     vertices: dict[str, _VertexKnowledge] = field(default_factory=dict)
     configuration: str = ""
     _tables: dict[str, dict[int, np.ndarray]] | None = field(default=None, repr=False, compare=False)
@@ -304,6 +308,7 @@ class DagModel:
         (hot-key × sine on the twin: a parser learned 7,088 rps, where it carries 23,000, from the window
         after one)."""
         contended, self._contended_before = contended | self._contended_before, contended
+        self._live = frozenset(w.taskmanager_id for w in windows if w.taskmanager_id)
         below = self._below_known(graph, [w for w in windows if w.taskmanager_id in contended])
         self._tables = None
         self._curves.clear()
@@ -693,13 +698,16 @@ class _Extrapolation:
     def __init__(self, model: DagModel, graph: JobGraph, vertex_id: str) -> None:
         self.model, self.graph, self.vertex_id = model, graph, vertex_id
         self.table = model._rate_table(vertex_id)
-        self.known = sorted(p for p, row in self.table.items() if np.isfinite(row).any())
+        self.known = _known(self.table)
         self.fills: dict[int, float] = {}
         bounds_only = model._rid(vertex_id) not in model._strong
         self.highest_bound = (  # lower bounds only: the highest seen is the closest anywhere
             max(map(self._binding_rate, self.known)) if bounds_only and self.known else None
         )
         self.state = None if bounds_only else self._state_model()
+        if self.highest_bound is None:
+            self.table = self._on_todays_taskmanagers()
+            self.known = _known(self.table)
 
     def rates(self, parallelism: int) -> tuple[np.ndarray, str]:
         rates = self.table.get(parallelism, np.full(parallelism, np.nan))
@@ -713,6 +721,32 @@ class _Extrapolation:
         nearest = min(self.known, key=lambda p: (abs(p - parallelism), p))
         fill = self._binding_rate(nearest) * self._state_factor(nearest, parallelism)
         return np.where(np.isfinite(rates), rates, fill), "observed" if nearest == parallelism else "nearest"
+
+    def _on_todays_taskmanagers(self) -> dict[int, np.ndarray]:
+        """The rows of the other parallelisms seen as the TaskManagers of today would carry them. A rate
+        learned there on another TaskManager than the one at that subtask's index now is that TaskManager's
+        rate now, scaled by the state model; one learned on a TaskManager now gone, at an index beyond
+        today's, is unknown (filled as a subtask never seen). TaskManager speeds vary (5% CoV on the twin) and
+        the sine trace's cycles replace the TaskManagers beyond its trough: the session job, planning a
+        scale-in from 12 on the rate a faster TaskManager once had at that index, promised 5% more than 11
+        then carried (63 s over the SLO)."""
+        model, rid = self.model, self.model._rid(self.vertex_id)
+        now = self.graph.vertex(self.vertex_id).parallelism
+        here = self.table.get(now)
+        if here is None or not model._live:
+            return self.table
+        todays = [model.placement.get((rid, now, i)) for i in range(now)]
+        placed = {}
+        for p, row in self.table.items():
+            row = row.copy()
+            for i in range(p) if p != now else ():
+                learned_on = model.placement.get((rid, p, i))
+                if i < now and learned_on != todays[i]:
+                    row[i] = here[i] * self._state_factor(now, p)
+                elif i >= now and learned_on not in model._live:
+                    row[i] = math.nan
+            placed[p] = row
+        return placed
 
     def _binding_rate(self, parallelism: int) -> float:
         """The rate of the subtask that limits the vertex at a parallelism seen."""
@@ -741,6 +775,11 @@ class _Extrapolation:
         a, b = self.state
         cost_target = a + b / target
         return (a + b / seen) / cost_target if cost_target > 0 else 1.0
+
+
+def _known(table: dict[int, np.ndarray]) -> list[int]:
+    """The parallelisms with a rate for some subtask, ascending."""
+    return sorted(p for p, row in table.items() if np.isfinite(row).any())
 
 
 def _split_of(graph: JobGraph, vertex_id: str) -> str:

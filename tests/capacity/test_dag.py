@@ -42,6 +42,10 @@ def series(
     )
 
 
+def on(taskmanager: str, subtask: SubtaskSeries) -> SubtaskSeries:
+    return SubtaskSeries(**{**subtask.__dict__, "taskmanager_id": taskmanager})
+
+
 def learn(model: DagModel, graph: JobGraph, subtasks: list[SubtaskSeries]) -> list:
     windows = subtask_windows(subtasks, graph, uptime_s=3600.0, now_s=60.0, warmup_s=0.0)
     model.learn(graph, windows)
@@ -194,10 +198,19 @@ def test_a_subtask_back_on_another_taskmanager_learns_its_own_line():
     graph = chain(1)
     model = DagModel()
     learn(model, graph, [series("v0", 0, 300.0, 0.5)])  # 600 rps per busy second on tm-0
-    moved = series("v0", 0, 300.0, 0.25)
-    moved = SubtaskSeries(**{**moved.__dict__, "taskmanager_id": "tm-new"})  # a faster pod
-    learn(model, graph, [moved])
+    learn(model, graph, [on("tm-new", series("v0", 0, 300.0, 0.25))])  # a faster pod
     assert model.subtask_rate_rps("v0", 1, 0) == pytest.approx(1200.0)
+
+
+def test_a_parallelism_seen_before_is_predicted_on_the_taskmanagers_of_today():
+    model = DagModel()
+    learn(model, chain(3), [on(tm, series("v0", i, 500.0, 0.5)) for i, tm in enumerate("abc")])
+    # back at 2: tm-b left for a slower tm-d (5%: hardware, not state), tm-c is gone
+    today = chain(2)
+    learn(model, today, [on("a", series("v0", 0, 500.0, 0.5)), on("d", series("v0", 1, 475.0, 0.5))])
+    rates, kind = model.vertex_rates(today, "v0", 3)
+    # index 0 kept its TaskManager; index 1 runs on tm-d now; index 2's TaskManager is gone: the binding one
+    assert (rates, kind) == (pytest.approx([1000.0, 950.0, 950.0]), "observed")
 
 
 def test_implausible_busy_times_are_gaps_not_rates():
