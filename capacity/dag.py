@@ -280,13 +280,22 @@ class DagModel:
     )
     """Per (vertex, input ratio, split), capacities at parallelism 1..p and every subtask's limit as computed
     from the current rates; emptied whenever the rates, key loads or configuration change."""
+    _extrapolations: dict[tuple[str, int], _Extrapolation] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    """Per (vertex, its parallelism now), its rates at any parallelism; emptied with `_curves` (the
+    per-vertex plan asks for every parallelism of every vertex)."""
 
     # ---- learning -------------------------------------------------------------------------------
     def use_configuration(self, configuration: str) -> None:
         """Learn and estimate rates of this TaskManager configuration from now on."""
         if configuration != self.configuration:
             self.configuration, self._tables = configuration, None
-            self._curves.clear()
+            self._forget_estimates()
+
+    def _forget_estimates(self) -> None:
+        self._curves.clear()
+        self._extrapolations.clear()
 
     def _rid(self, vertex_id: str) -> str:
         """The key a vertex's rates are kept under in the current configuration."""
@@ -309,9 +318,10 @@ class DagModel:
         after one)."""
         contended, self._contended_before = contended | self._contended_before, contended
         self._live = frozenset(w.taskmanager_id for w in windows if w.taskmanager_id)
+        self._extrapolations.clear()  # they read `_live`
         below = self._below_known(graph, [w for w in windows if w.taskmanager_id in contended])
         self._tables = None
-        self._curves.clear()
+        self._forget_estimates()
         by_vertex = _group(windows)
         decay = self.settings.selectivity_decay
         for vertex in graph.vertices:
@@ -474,7 +484,13 @@ class DagModel:
         """Per subtask rates at `parallelism` and where they come from ('observed', 'nearest' or 'unknown'):
         subtasks never seen take the rate of the subtask that binds at the nearest parallelism seen, scaled
         by the state model (see module docstring)."""
-        return _Extrapolation(self, graph, vertex_id).rates(parallelism)
+        return self._extrapolation(graph, vertex_id).rates(parallelism)
+
+    def _extrapolation(self, graph: JobGraph, vertex_id: str) -> _Extrapolation:
+        key = (vertex_id, graph.vertex(vertex_id).parallelism)
+        if key not in self._extrapolations:
+            self._extrapolations[key] = _Extrapolation(self, graph, vertex_id)
+        return self._extrapolations[key]
 
     def _mean_rate(self, vertex_id: str, parallelism: int) -> float:
         row = self._rate_table(vertex_id).get(parallelism)
@@ -548,7 +564,7 @@ class DagModel:
             kind = "unknown" if math.isnan(input_ratio) else "no-input"
             return np.full(top, math.inf), [kind] * top, np.full((top, top), math.inf)
         rates, kinds = np.full((top, top), np.nan), []
-        extrapolation = _Extrapolation(self, graph, vertex_id)
+        extrapolation = self._extrapolation(graph, vertex_id)
         for p in range(1, top + 1):
             rates[p - 1, :p], kind = extrapolation.rates(p)
             kinds.append(kind)
@@ -736,13 +752,15 @@ class _Extrapolation:
         if here is None or not model._live:
             return self.table
         todays = [model.placement.get((rid, now, i)) for i in range(now)]
-        placed = {}
+        placed = {now: here}
         for p, row in self.table.items():
-            row = row.copy()
-            for i in range(p) if p != now else ():
+            if p == now:
+                continue
+            row, factor = row.copy(), self._state_factor(now, p)
+            for i in range(p):
                 learned_on = model.placement.get((rid, p, i))
                 if i < now and learned_on != todays[i]:
-                    row[i] = here[i] * self._state_factor(now, p)
+                    row[i] = here[i] * factor
                 elif i >= now and learned_on not in model._live:
                     row[i] = math.nan
             placed[p] = row
