@@ -30,6 +30,7 @@ HEADLINE = (
     ("worker_seconds_vs_static", "worker-s / static"),
     ("gap_to_oracle_pct", "gap to oracle %"),
     ("seconds_over_slo", "s over SLO"),
+    ("seconds_over_slo_after_restart", "of them after a restart"),
     ("p95_latency_s", "p95 latency s"),
     ("mean_latency_s", "mean latency s"),
     ("rescales", "rescales"),

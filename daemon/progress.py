@@ -108,7 +108,8 @@ class RunProgress:
             f"  rules        {rules or '-'}",
             f"  forecasts    {models or '-'}",
             f"  latency      mean {_number(score.get('mean_latency_s'))} s, p95 {_number(score.get('p95_latency_s'))} s; "
-            f"{score.get('seconds_over_slo', '-')} s over the {_number(score.get('slo_s'))} s SLO",
+            f"{score.get('seconds_over_slo', '-')} s over the {_number(score.get('slo_s'))} s SLO "
+            f"({score.get('seconds_over_slo_after_restart', '-')} of them after a restart)",
             f"  knowledge    {knowledge} (the next `foresail run` resumes from it; `--fresh` starts afresh)",
             f"  audit log    {audit}",
             "  plots        `run` draws none; `foresail compare --workload builtin:sine --policies foresail,static "

@@ -35,6 +35,7 @@ def score(twin: Twin, slo_s: float = 30.0) -> dict[str, float | int]:
         "max_latency_s": latency["max_latency_s"],
         "slo_s": float(slo_s),
         "seconds_over_slo": twin.seconds_over_slo(slo_s),
+        "seconds_over_slo_after_restart": twin.seconds_over_slo_after_restart(slo_s),
         "rescales": twin.rescales,
         "reconfigurations": twin.rescales,
         "memory_reconfigurations": twin.memory_changes,

@@ -49,8 +49,10 @@ def test_the_table_has_a_row_per_load_and_policy_and_marks_missed_targets(tmp_pa
             row["budget_floor_avg_workers"] / row["oracle_avg_workers"]
         )
         assert row["budget_floor_ratio"] >= 1.0
+        assert 0 <= row["seconds_over_slo_after_restart"] <= row["seconds_over_slo"]
     static = rows[0]
     assert static["rescales"] == 0 and static["meets"]["rescales"]
+    assert static["seconds_over_slo_after_restart"] == 0  # no failures configured: it never restarts
     assert not static["meets"]["workers"]  # 12 workers on a load the oracle carries with far fewer
     assert static["oracle_ratio"] >= static["budget_floor_ratio"]  # within any budget, above its floor
     table = write_suite(rows, 1, tmp_path / "out")

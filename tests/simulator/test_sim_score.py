@@ -28,6 +28,7 @@ def test_score_of_a_run_with_one_rescale():
     assert result["records_replayed"] == 500 and result["backlog_end_records"] == 0
     assert result["max_latency_s"] == 30 + 5 + 0.5
     assert result["seconds_over_slo"] == twin.seconds_over_slo(30.0) == 6  # seconds 130..135
+    assert result["seconds_over_slo_after_restart"] == 6  # all while the job was down
     # 40,500 processings: 37,000 at delay 0, then 100 at each delay 1..35; 95 % = 38,475 is reached at 15
     assert result["p95_latency_s"] == 15 + 0.5
     assert result["mean_latency_s"] == pytest.approx(100 * sum(range(1, 36)) / 40_500 + 0.5)

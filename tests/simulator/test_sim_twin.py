@@ -153,6 +153,20 @@ def test_downtime_latency_is_downtime_plus_checkpoint_age_plus_base():
     assert twin.latency.summary()["mean_latency_s"] == pytest.approx((100 * sum(range(1, 36))) / 6500 + 0.5)
 
 
+def test_seconds_over_slo_are_split_into_those_a_restart_reached_and_the_rest():
+    # 1 worker of 1000 rps under 1500 rps for 100 s: the queue's oldest record passes 30 s while the job runs;
+    # a scale-out at 400 stops it for 30 s, and the records waiting through the stop pass 30 s again.
+    trace = np.concatenate([constant(1500, 100), constant(200, 500)])
+    twin = Twin(trace, quiet(), parallelism=1)
+    twin.advance_to(400)
+    twin.scale_to(2, 400)
+    twin.advance_to(600)
+    over = twin.history.view("worst_latency_s") > 30.0
+    assert over[:400].sum() > 0 and over[400:].sum() > 0
+    assert twin.seconds_over_slo_after_restart(30.0) == over[400:].sum()
+    assert twin.seconds_over_slo(30.0) == over.sum()
+
+
 def test_rollback_replays_records_and_counts_them_again():
     twin = Twin(constant(100, 200), quiet(worker_capacity_rps=10_000.0), parallelism=2)
     twin.inject_failure(37)  # last checkpoint at 30: records of 30..36 are processed again
