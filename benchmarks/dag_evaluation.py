@@ -177,8 +177,8 @@ def write_report(path: Path, results: list[dict]) -> None:
         "the current capacity (the rest: the CPU lines, until the rates are known). *Bottleneck*: the vertex the "
         "analysis named most often, and in brackets the twin's truth ('cpu' = a TaskManager's core binds "
         "before any one vertex is busy all the time). *After a restart*: the seconds over the SLO in episodes "
-        "a restart reached (the job stood still in them or in the SLO's seconds before); the rest come from a "
-        "job that ran behind its load.\n\n"
+        "a restart began (the job stood still at their first second or in the SLO's seconds before); the rest "
+        "began while the job ran behind its load.\n\n"
         f"{table(results)}\n\n## Checks\n\n" + "\n".join(verdicts(results)) + "\n",
         encoding="utf-8",
     )

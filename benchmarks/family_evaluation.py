@@ -58,11 +58,11 @@ def sectioned(rows: list[dict], seeds: int) -> str:
 
 
 def _after_restart(row: dict) -> str:
-    """Which part of a load's seconds over the SLO restarts reached (absent in suites run before it)."""
-    reached = row.get("seconds_over_slo_after_restart")
-    if reached is None:
+    """Which part of a load's seconds over the SLO restarts began (absent in suites run before it)."""
+    began = row.get("seconds_over_slo_after_restart")
+    if began is None:
         return ""
-    return f"; {reached:.0f} of its {row['seconds_over_slo']:.0f} s after a restart"
+    return f"; {began:.0f} of its {row['seconds_over_slo']:.0f} s after a restart"
 
 
 def main() -> None:

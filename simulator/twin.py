@@ -323,15 +323,16 @@ class Twin:
 
     def seconds_over_slo_after_restart(self, slo_s: float = 30.0) -> int:
         """Of those seconds, the ones in an episode (consecutive seconds over the SLO) that a restart
-        reached: the job stood still in it or in the `slo_s` before it, where its oldest record waited.
-        The rest come from a job that ran but could not keep up. The split says which a policy must fix:
-        fewer or better-timed restarts, or more capacity."""
+        began: the job stood still at its first second or in the `slo_s` before, while its oldest record
+        waited. The rest began while the job ran behind its load (a scale-out that ends such an episode
+        does not make it a restart's). The split says which a policy must fix: fewer or better-timed
+        restarts, or more capacity."""
         over = self.history.view("worst_latency_s") > slo_s
         stopped = ~self.history.view("running")
         edges = np.flatnonzero(np.diff(np.concatenate(([0], over.astype(np.int8), [0]))))
         reached = 0
         for start, end in zip(edges[::2], edges[1::2], strict=True):
-            if stopped[max(0, start - math.ceil(slo_s)) : end].any():
+            if stopped[max(0, start - math.ceil(slo_s)) : start + 1].any():
                 reached += int(end - start)
         return reached
 
