@@ -330,11 +330,11 @@ class Twin:
         over = self.history.view("worst_latency_s") > slo_s
         stopped = ~self.history.view("running")
         edges = np.flatnonzero(np.diff(np.concatenate(([0], over.astype(np.int8), [0]))))
-        reached = 0
+        began = 0
         for start, end in zip(edges[::2], edges[1::2], strict=True):
             if stopped[max(0, start - math.ceil(slo_s)) : start + 1].any():
-                reached += int(end - start)
-        return reached
+                began += int(end - start)
+        return began
 
     # ----------------------------------------------------------------------------- what a backend sees
     def state_at(self, t_s: int) -> BoundaryState:
