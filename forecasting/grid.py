@@ -42,11 +42,16 @@ def fill_gaps(values: np.ndarray, max_gap_buckets: int) -> tuple[np.ndarray, np.
         raise ValueError("fill_gaps needs finite values at both ends")
     positions = np.arange(values.size)
     filled = np.interp(positions, positions[observed], values[observed])
-    edges = np.diff(np.concatenate(([0], (~observed).astype(np.int8), [0])))
-    for start, stop in zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1), strict=True):
+    for start, stop in runs(~observed):
         if stop - start > max_gap_buckets:
             filled[start:stop] = values[start - 1]
     return filled, observed
+
+
+def runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """(start, stop) of every run of consecutive True values in `mask`, stop exclusive."""
+    edges = np.diff(np.concatenate(([0], np.asarray(mask, dtype=np.int8), [0])))
+    return list(zip(np.flatnonzero(edges == 1).tolist(), np.flatnonzero(edges == -1).tolist(), strict=True))
 
 
 class BucketGrid:

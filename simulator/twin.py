@@ -13,6 +13,7 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
+from forecasting.grid import runs
 from simulator.deployment import CPU_BOTTLENECK, Deployment, JobLoad, WorkerInfo
 from simulator.history import TwinHistory
 from simulator.latency import LatencyTracker
@@ -329,12 +330,11 @@ class Twin:
         restarts, or more capacity."""
         over = self.history.view("worst_latency_s") > slo_s
         stopped = ~self.history.view("running")
-        edges = np.flatnonzero(np.diff(np.concatenate(([0], over.astype(np.int8), [0]))))
-        began = 0
-        for start, end in zip(edges[::2], edges[1::2], strict=True):
-            if stopped[max(0, start - math.ceil(slo_s)) : start + 1].any():
-                began += int(end - start)
-        return began
+        return sum(
+            end - start
+            for start, end in runs(over)
+            if stopped[max(0, start - math.ceil(slo_s)) : start + 1].any()
+        )
 
     # ----------------------------------------------------------------------------- what a backend sees
     def state_at(self, t_s: int) -> BoundaryState:

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from forecasting.accuracy import wape
-from forecasting.grid import bucket_means, fill_gaps
+from forecasting.grid import bucket_means, fill_gaps, runs
 from forecasting.spark.models import (
     HoltWinters,
     RegistryModel,
@@ -139,9 +139,7 @@ def regularise(
 
 
 def _runs(mask: np.ndarray, min_length: int) -> list[tuple[int, int]]:
-    edges = np.diff(np.concatenate(([0], mask.astype(np.int8), [0])))
-    starts, stops = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
-    return [(int(a), int(b)) for a, b in zip(starts, stops, strict=True) if b - a >= min_length]
+    return [(a, b) for a, b in runs(mask) if b - a >= min_length]
 
 
 def train_job(job: str, times_s: np.ndarray, rates: np.ndarray, settings: RetrainSettings) -> TrainResult:
