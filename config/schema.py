@@ -315,7 +315,9 @@ class ForecastConfig(Section):
     )
     linear_window_s: float = Field(600.0, gt=0, description="History the linear-trend fallback is fitted on.")
     seasonal_period_s: float | Literal["auto"] | None = Field(
-        None, description="Seasonality: null (none), a period in seconds, or 'auto' (detected from history)."
+        "auto",
+        description="Seasonality: null (none), a period in seconds, or 'auto' (the strongest autocorrelation "
+        "peak of the fitted history, looked for again every 10 loops until one is found).",
     )
     upper_quantile: float = Field(
         0.9,

@@ -150,3 +150,34 @@ def test_settings_are_validated():
         ForecastSettings(min_history_s=5000.0, max_history_s=1000.0)
     with pytest.raises(ValueError, match="seasonal_period_s"):
         ForecastSettings(seasonal_period_s="weekly")
+
+
+def _wave(period_s: float):
+    rng = np.random.default_rng(3)
+    return lambda t: 1000 + 400 * np.sin(2 * np.pi * t / period_s) + rng.normal(0, 20, t.shape)
+
+
+def test_an_auto_season_the_first_fit_could_not_see_is_found_once_the_history_shows_it_twice():
+    settings = replace(SETTINGS, max_history_s=3600.0, seasonal_period_s="auto")
+    fit = RecordingFit()
+    driver = Driver(WorkloadForecaster(settings, executor=InlineExecutor(), fit=fit), _wave(900.0))
+    seasonal = driver.step_until(lambda f: "fourier" in f.model, max_steps=40)
+    assert len(fit.calls) == 2  # the first fit at 300 s saw a third of a period: no season
+    assert fit.calls[0] * settings.resolution_s < 900.0
+    assert fit.calls[1] * settings.resolution_s >= 2 * 900.0
+    assert seasonal.model.endswith("fourier(900s)")
+    assert seasonal.reason == "new model swapped in"
+    for _ in range(20):  # once the model has its season no further fit runs for it
+        driver.step()
+    assert len(fit.calls) == 2
+
+
+@pytest.mark.parametrize("setting", ["auto", None])
+def test_no_season_refit_without_a_season_or_without_auto(setting):
+    settings = replace(SETTINGS, max_history_s=3600.0, seasonal_period_s=setting)
+    fit = RecordingFit()
+    level = _wave(900.0) if setting is None else flat(1000.0)
+    driver = Driver(WorkloadForecaster(settings, executor=InlineExecutor(), fit=fit), level)
+    forecasts = [driver.step() for _ in range(40)]
+    assert len(fit.calls) == 1
+    assert not any("fourier" in f.model for f in forecasts)
