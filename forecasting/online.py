@@ -63,7 +63,7 @@ class ModelSource(Protocol):
 @dataclass(frozen=True)
 class _PendingFit:
     future: Future
-    kind: str  # "first", "retrain" or "registry"
+    kind: str  # "first", "retrain", "season" or "registry"
     submitted_s: float
     end_bucket: int  # the fit saw the buckets before this one
     epoch: int
@@ -310,8 +310,10 @@ class WorkloadForecaster:
         model = self._model
         if self.settings.seasonal_period_s != "auto" or model is None or model.period_s is not None:
             return False
-        if getattr(model, "refit", None) is not None or self._iteration % SEASON_CHECK_ITERATIONS:
+        if getattr(model, "refit", None) is not None:
             return False  # a registry model brings its own profile
+        if self._iteration % SEASON_CHECK_ITERATIONS:
+            return False
         values = self._grid.values[-self._max_buckets :]
         return detect_period_s(values, self.settings.resolution_s) is not None
 

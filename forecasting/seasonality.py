@@ -14,6 +14,9 @@ from scipy.signal import find_peaks
 from statsmodels.tsa.stattools import acf
 
 MIN_ACF_PEAK = 0.3  # weaker correlation at the peak is not a usable season
+NOISE_SE = 3.0
+"""A peak must also stand this many standard errors of a white-noise autocorrelation (1/√pairs) above 0:
+at a lag near half a short history few pairs back it, and noise alone passes 0.3 there."""
 MIN_PERIOD_BUCKETS = 4  # shorter "periods" are noise or the ARMA part's business
 
 
@@ -22,7 +25,7 @@ def detect_period_s(values: np.ndarray, resolution_s: float) -> float | None:
 
     The linear trend is removed first because a trend alone makes the ACF decay slowly and hides the
     peaks. Only lags up to half the series are searched, so a found period is seen at least twice.
-    None when no peak reaches MIN_ACF_PEAK.
+    None when no peak reaches MIN_ACF_PEAK and NOISE_SE standard errors.
     """
     values = np.asarray(values, dtype=float)
     max_lag = values.size // 2
@@ -40,7 +43,8 @@ def detect_period_s(values: np.ndarray, resolution_s: float) -> float | None:
     if negative.size == 0:
         return None
     peaks, properties = find_peaks(correlations, height=MIN_ACF_PEAK)
-    after = peaks > max(negative[0], MIN_PERIOD_BUCKETS)
+    significant = properties["peak_heights"] >= NOISE_SE / np.sqrt(values.size - peaks)
+    after = (peaks > max(negative[0], MIN_PERIOD_BUCKETS)) & significant
     if not after.any():
         return None
     best = peaks[after][np.argmax(properties["peak_heights"][after])]

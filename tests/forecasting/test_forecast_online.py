@@ -176,7 +176,8 @@ def test_an_auto_season_the_first_fit_could_not_see_is_found_once_the_history_sh
 def test_no_season_refit_without_a_season_or_without_auto(setting):
     settings = replace(SETTINGS, max_history_s=3600.0, seasonal_period_s=setting)
     fit = RecordingFit()
-    level = _wave(900.0) if setting is None else flat(1000.0)
+    noise = np.random.default_rng(4)
+    level = _wave(900.0) if setting is None else lambda t: 1000 + noise.normal(0, 20, t.shape)
     driver = Driver(WorkloadForecaster(settings, executor=InlineExecutor(), fit=fit), level)
     forecasts = [driver.step() for _ in range(40)]
     assert len(fit.calls) == 1

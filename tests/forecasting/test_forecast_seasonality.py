@@ -41,6 +41,13 @@ def test_series_without_a_season_have_no_period(values):
     assert detect_period_s(values, RESOLUTION_S) is None
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_noise_over_a_short_history_has_no_period(seed):
+    # 30 buckets: a lag near 15 rests on ~15 pairs, where noise alone often passes an autocorrelation of 0.3
+    values = np.random.default_rng(seed).normal(1000, 20, 30)
+    assert detect_period_s(values, RESOLUTION_S) is None
+
+
 def test_fourier_terms_depend_on_absolute_time_only():
     times_s = np.array([5.0, 125.0, 1e9 + 5.0])
     terms = fourier_terms(times_s, period_s=600.0, order=2)
