@@ -28,18 +28,25 @@ import numpy as np
 import structlog
 
 from forecasting.accuracy import wape
-from forecasting.arima import FitFunction, FittedModel, advance, fit_auto_arima, fit_model, predict
+from forecasting.arima import (
+    FitFunction,
+    FittedModel,
+    advance,
+    fit_auto_arima,
+    fit_model,
+    predict,
+    seasonal_period_s,
+)
 from forecasting.fallback import linear_trend_forecast, naive_forecast
 from forecasting.grid import BucketGrid
 from forecasting.interval import BAND_S, PeakErrors
-from forecasting.seasonality import detect_period_s
 from forecasting.types import Forecast, ForecastSettings
 
 log = structlog.get_logger(__name__)
 
 STATE_VERSION = 1
 SEASON_CHECK_ITERATIONS = 10
-"""With a seasonal 'auto' setting and no period found yet, the history is searched again this often."""
+"""While the running model has no season but may get one, the history is searched again this often."""
 
 
 def _emit(level: str, event: str, **fields: Any) -> None:
@@ -303,19 +310,21 @@ class WorkloadForecaster:
         return self._take_finished_fit(now_s)
 
     def _season_appeared(self) -> bool:
-        """With `seasonal_period_s: auto`, whether the history now shows a period the running model lacks.
+        """Whether a fit on today's history would take a period (the one configured, or one 'auto' finds)
+        that the running model lacks.
 
         The first fit looks at `min_history_s` of history, too little to see a period twice; without this
-        check a season is found only if the model later fails for long enough to be retrained."""
+        check a season is taken only if the model later fails for long enough to be retrained."""
         model = self._model
-        if self.settings.seasonal_period_s != "auto" or model is None or model.period_s is not None:
+        if model is None or model.period_s is not None:
             return False
         if getattr(model, "refit", None) is not None:
             return False  # a registry model brings its own profile
         if self._iteration % SEASON_CHECK_ITERATIONS:
             return False
         values = self._grid.values[-self._max_buckets :]
-        return detect_period_s(values, self.settings.resolution_s) is not None
+        settings = self.settings
+        return seasonal_period_s(settings.seasonal_period_s, values, settings.resolution_s) is not None
 
     def _take_finished_fit(self, now_s: float) -> bool:
         """Swap in a finished fit (True), abandon one past its timeout, log one that failed."""

@@ -172,6 +172,16 @@ def test_an_auto_season_the_first_fit_could_not_see_is_found_once_the_history_sh
     assert len(fit.calls) == 2
 
 
+def test_a_configured_period_is_taken_once_the_history_covers_it_twice():
+    settings = replace(SETTINGS, max_history_s=3600.0, seasonal_period_s=900.0)
+    fit = RecordingFit()
+    driver = Driver(WorkloadForecaster(settings, executor=InlineExecutor(), fit=fit), _wave(900.0))
+    seasonal = driver.step_until(lambda f: "fourier" in f.model, max_steps=40)
+    assert len(fit.calls) == 2
+    assert fit.calls[1] * settings.resolution_s >= 2 * 900.0
+    assert seasonal.model.endswith("fourier(900s)")
+
+
 @pytest.mark.parametrize("setting", ["auto", None])
 def test_no_season_refit_without_a_season_or_without_auto(setting):
     settings = replace(SETTINGS, max_history_s=3600.0, seasonal_period_s=setting)
