@@ -317,7 +317,8 @@ class ForecastConfig(Section):
     seasonal_period_s: float | Literal["auto"] | None = Field(
         "auto",
         description="Seasonality: null (none), a period in seconds, or 'auto' (the strongest autocorrelation "
-        "peak of the fitted history, looked for again every 10 loops until one is found).",
+        "peak of the fitted history, looked for again every 10 loops until one is found, and kept only where "
+        "its Fourier terms lower the fit's AICc).",
     )
     upper_quantile: float = Field(
         0.9,

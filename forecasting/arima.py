@@ -53,6 +53,8 @@ class FittedModel:
     estimator: object
     period_s: float | None
     fourier_order: int
+    rejected_period_s: float | None = None
+    """A period the history showed that the fit left out: its Fourier terms did not lower the AICc."""
 
     def exog(self, times_s: np.ndarray) -> np.ndarray | None:
         if self.period_s is None:
@@ -63,7 +65,11 @@ class FittedModel:
     def label(self) -> str:
         order = getattr(self.estimator, "order", None)
         name = f"arima({','.join(map(str, order))})" if order else type(self.estimator).__name__.lower()
-        return name if self.period_s is None else f"{name}+fourier({self.period_s:g}s)"
+        if self.period_s is not None:
+            return f"{name}+fourier({self.period_s:g}s)"
+        return (
+            name if self.rejected_period_s is None else f"{name} (AICc left out {self.rejected_period_s:g}s)"
+        )
 
 
 def seasonal_period_s(setting: float | str | None, values: np.ndarray, resolution_s: float) -> float | None:
@@ -83,10 +89,31 @@ def fit_model(
     seasonal_setting: float | str | None,
     fourier_order: int,
 ) -> FittedModel:
-    """Choose the seasonality and fit; meant to run off the loop's thread."""
+    """Choose the seasonality and fit; meant to run off the loop's thread.
+
+    A period that "auto" found is kept only if its Fourier terms lower the AICc of the fit, as Hyndman
+    picks the number of terms (zero among them) for dynamic harmonic regression: the autocorrelation
+    passes peaks near half the history that are surges or spikes seen twice by chance, and a season
+    forecast from those repeats them where the load does not. A configured period is the user's word.
+    """
     period_s = seasonal_period_s(seasonal_setting, values, resolution_s)
     model = FittedModel(estimator=None, period_s=period_s, fourier_order=fourier_order)
-    return replace(model, estimator=fit(values, model.exog(times_s)))
+    seasonal = replace(model, estimator=fit(values, model.exog(times_s)))
+    with_season = _aicc(seasonal.estimator)
+    if seasonal_setting != "auto" or period_s is None or with_season is None:
+        return seasonal
+    plain = FittedModel(fit(values, None), None, fourier_order, rejected_period_s=period_s)
+    without = _aicc(plain.estimator)
+    return plain if without is not None and without < with_season else seasonal
+
+
+def _aicc(estimator: object) -> float | None:
+    """The fit's corrected Akaike criterion; None for estimators without one (injected in tests)."""
+    criterion = getattr(estimator, "aicc", None)
+    if not callable(criterion):
+        return None
+    value = float(criterion())
+    return value if np.isfinite(value) else None
 
 
 def advance(

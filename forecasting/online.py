@@ -47,6 +47,8 @@ log = structlog.get_logger(__name__)
 STATE_VERSION = 1
 SEASON_CHECK_ITERATIONS = 10
 """While the running model has no season but may get one, the history is searched again this often."""
+REJECTED_TOLERANCE = 0.1
+"""A period within this share of one the running model's fit rejected is the same one: no refit for it."""
 
 
 def _emit(level: str, event: str, **fields: Any) -> None:
@@ -324,7 +326,11 @@ class WorkloadForecaster:
             return False
         values = self._grid.values[-self._max_buckets :]
         settings = self.settings
-        return seasonal_period_s(settings.seasonal_period_s, values, settings.resolution_s) is not None
+        period_s = seasonal_period_s(settings.seasonal_period_s, values, settings.resolution_s)
+        rejected_s = model.rejected_period_s
+        return period_s is not None and not (
+            rejected_s and abs(period_s / rejected_s - 1) <= REJECTED_TOLERANCE
+        )
 
     def _take_finished_fit(self, now_s: float) -> bool:
         """Swap in a finished fit (True), abandon one past its timeout, log one that failed."""

@@ -24,7 +24,8 @@ class ForecastSettings:
         also the number of iterations a failed or abandoned fit waits before the next attempt.
     linear_window_s: the linear fallback fits its trend on the observed buckets of this last span.
     seasonal_period_s: None (no seasonality), a period in seconds, or "auto" (the ACF peak of the fit's
-        history); seasonal terms enter a fit only when its history covers at least two periods.
+        history, kept only where its Fourier terms lower the fit's AICc); seasonal terms enter a fit only
+        when its history covers at least two periods.
     fit_timeout_s: a background fit pending longer than this (loop time) is abandoned, the old model kept.
     max_interpolated_gap_s: gaps up to this long are interpolated linearly; longer ones hold the last value.
         Both kinds are marked as not observed, so neither WAPE nor the fallback's trend uses them.

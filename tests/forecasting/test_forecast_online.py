@@ -9,9 +9,9 @@ import pytest
 
 from forecasting.executor import InlineExecutor
 from forecasting.grid import BucketGrid
-from forecasting.online import WorkloadForecaster
+from forecasting.online import SEASON_CHECK_ITERATIONS, WorkloadForecaster
 from forecasting.types import ForecastSettings
-from tests.forecasting.fakes import ConstantModel, Driver, ManualExecutor, RecordingFit
+from tests.forecasting.fakes import ConstantModel, Driver, ManualExecutor, PersistenceModel, RecordingFit
 
 SETTINGS = ForecastSettings(
     resolution_s=10.0, horizon_s=300.0, min_history_s=300.0, max_history_s=1200.0, linear_window_s=120.0
@@ -180,6 +180,34 @@ def test_a_configured_period_is_taken_once_the_history_covers_it_twice():
     assert len(fit.calls) == 2
     assert fit.calls[1] * settings.resolution_s >= 2 * 900.0
     assert seasonal.model.endswith("fourier(900s)")
+
+
+class ScoredModel(PersistenceModel):
+    """A persistence model with the AICc a fit gave it."""
+
+    def __init__(self, y, aicc: float) -> None:
+        super().__init__(y)
+        self._aicc = aicc
+
+    def aicc(self) -> float:
+        return self._aicc
+
+
+def test_a_season_the_aicc_left_out_is_not_fitted_again_every_check():
+    settings = replace(SETTINGS, max_history_s=3600.0, seasonal_period_s="auto")
+    calls: list[bool] = []
+
+    def fit(y, X=None):  # Fourier terms never pay for themselves here
+        calls.append(X is not None)
+        return ScoredModel(y, aicc=200.0 if X is not None else 100.0)
+
+    driver = Driver(WorkloadForecaster(settings, executor=InlineExecutor(), fit=fit), _wave(900.0))
+    plain = driver.step_until(lambda f: "AICc left out" in f.model, max_steps=40)
+    assert plain.model.endswith("(AICc left out 900s)")
+    assert calls == [False, True, False]  # the first fit, then the season fit and its plain rival
+    for _ in range(3 * SEASON_CHECK_ITERATIONS):
+        driver.step()
+    assert calls == [False, True, False]
 
 
 @pytest.mark.parametrize("setting", ["auto", None])
