@@ -4,6 +4,7 @@ true rates of the largest measured configuration at that memory."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -152,6 +153,7 @@ def plan_from(
     skew = skew_model(exploration.estimates, skew_quantile) if skew_quantile is not None else None
     surrogate = exploration.surrogate if skew is None else balanced_surrogate(exploration, skew)
 
+    @functools.cache
     def imbalance(slots: int) -> float:
         return skew.imbalance(slots) if skew is not None else 1.0
 
@@ -163,8 +165,13 @@ def plan_from(
     }
     reachable = [(s, m) for m, s in per_memory.items() if s is not None]
     if not reachable:
+        most, at_slots = max(
+            (surrogate.predict(n, m) / imbalance(n), n) for m in per_memory for n in candidates
+        )
+        bound = ", bounded by key-group skew" if skew is not None and skew.imbalance(at_slots) > 1.05 else ""
         raise PlanError(
-            f"the {surrogate.model} surrogate never reaches {asked:,.0f} records/s within {max_slots} slots"
+            f"the {surrogate.model} surrogate never reaches {asked:,.0f} records/s (110% of the target) within "
+            f"{max_slots} slots: the most it predicts is {most:,.0f} at {at_slots} slots{bound}"
         )
     slots, memory = min(reachable)
     at_memory = [e for e in exploration.estimates if e.memory_mb == memory and e.mst_rps > 0]

@@ -30,26 +30,32 @@ def key_group_owner(key_groups: int, parallelism: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class GroupLoads:
-    """A keyed vertex's key-group loads as the readings tell them: the mean (nearest to even) and what
-    they leave open (the spread of one group's load and the directions no reading constrains)."""
+    """A keyed vertex's key-group loads as the readings tell them: per cell (key groups that every
+    reading's ranges keep together) its load, and how unevenly a cell's load may split over its groups."""
 
     mean: np.ndarray
-    sd: float
-    unresolved: np.ndarray
-    """Projector onto the loads no reading sees (I − A⁺A)."""
+    """Per group, its cell's load split evenly (the least-squares loads nearest to even)."""
+    cells: tuple[np.ndarray, ...]
+    """Indices of the groups of each cell the readings cannot tell apart."""
+    shape: float
+    """Gamma shape of a group's load (mean² / variance; inf: every group alike): a cell's load splits
+    over its groups as Dirichlet(shape, …, shape)."""
 
 
 def group_loads(key_groups: int, readings: Sequence[tuple[int, Sequence[float]]]) -> GroupLoads:
     """Per key group its share of the vertex's records from (parallelism, subtask shares) readings.
 
-    With group loads drawn independently around 1/G with one spread σ, the loads given the readings
-    (exact sums over ranges) have as mean the solution nearest to even and vary only in the directions
-    the readings leave open; σ² comes from the readings themselves (a subtask of m groups strays from
-    m/G by m·σ² on average)."""
+    The readings are exact sums over ranges; groups that fall in the same range at every parallelism run
+    form a cell whose total the least-squares solution nearest to even gives. Inside a cell nothing was
+    measured: with group loads drawn independently from one gamma distribution, the split of a cell's
+    total is Dirichlet with the distribution's shape, which the readings estimate (a subtask of m groups
+    strays from m/G by m·σ² on average). Gamma, not normal: one hot key puts a quarter of the records in
+    one group, and a heavy tail says a cell that carries much may carry it in one group."""
     even = np.full(key_groups, 1.0 / key_groups)
-    rows, targets, spreads = [], [], []
+    rows, targets, spreads, owners = [], [], [], []
     for parallelism, shares in readings:
         owner = key_group_owner(key_groups, parallelism)
+        owners.append(owner)
         held = np.bincount(owner, minlength=parallelism)
         for i, share in enumerate(shares):
             rows.append((owner == i).astype(float))
@@ -57,12 +63,15 @@ def group_loads(key_groups: int, readings: Sequence[tuple[int, Sequence[float]]]
             if parallelism > 1:
                 spreads.append((share - held[i] / key_groups) ** 2 / held[i])
     if not rows:
-        return GroupLoads(even, 0.0, np.eye(key_groups))
+        return GroupLoads(even, (np.arange(key_groups),), 1.0)
     matrix, target = np.array(rows), np.array(targets)
-    inverse = np.linalg.pinv(matrix)
-    mean = np.clip(even + inverse @ (target - matrix @ even), 0.0, None)
-    sd = math.sqrt(float(np.mean(spreads))) if spreads else 0.0
-    return GroupLoads(mean / mean.sum(), sd, np.eye(key_groups) - inverse @ matrix)
+    mean = np.clip(even + np.linalg.pinv(matrix) @ (target - matrix @ even), 0.0, None)
+    signature = np.array(owners).T  # per group, its subtask at every run
+    _, cell_of = np.unique(signature, axis=0, return_inverse=True)
+    cells = tuple(np.flatnonzero(cell_of.ravel() == c) for c in range(cell_of.max() + 1))
+    variance = float(np.mean(spreads)) if spreads else 0.0
+    shape = (1.0 / key_groups) ** 2 / variance if variance > 0 else math.inf
+    return GroupLoads(mean / mean.sum(), cells, shape)
 
 
 DRAWS = 400
@@ -90,10 +99,12 @@ class SkewModel:
             if known is None:
                 slot_load += weight / parallelism
                 continue
-            noise = known.unresolved @ rng.standard_normal((len(known.mean), DRAWS))
-            # unclipped: the noise lies where no reading looks, so every run parallelism keeps its
-            # measured shares exactly (and the total stays 1)
-            drawn = known.mean[:, None] + known.sd * noise
+            drawn = np.repeat(known.mean[:, None], DRAWS, axis=1)
+            if math.isfinite(known.shape):
+                for cell in known.cells:  # each cell keeps its total, so every run keeps its shares
+                    if len(cell) > 1:
+                        split = rng.dirichlet(np.full(len(cell), known.shape), size=DRAWS).T
+                        drawn[cell] = known.mean[cell].sum() * split
             owner = key_group_owner(len(known.mean), parallelism)
             ranges = np.zeros((parallelism, len(known.mean)))
             ranges[owner, np.arange(len(known.mean))] = 1.0

@@ -21,7 +21,8 @@ def test_the_estimated_loads_reproduce_every_reading(loads):
     estimated = group_loads(128, readings)
     for n, shares in readings:
         assert shares_at(estimated.mean, n) == pytest.approx(shares, abs=1e-12)
-    assert estimated.sd > 0
+    assert 0 < estimated.shape < np.inf
+    assert sorted(np.concatenate(estimated.cells).tolist()) == list(range(128))  # cells partition the groups
 
 
 def test_the_imbalance_at_a_run_parallelism_is_the_measured_one(loads):
@@ -49,3 +50,15 @@ def test_unresolved_skew_raises_the_planned_imbalance(loads):
     cautious = SkewModel({"count": 1.0}, {"count": known}, quantile=0.9)
     hopeful = SkewModel({"count": 1.0}, {"count": known}, quantile=0.1)
     assert cautious.imbalance(40) > hopeful.imbalance(40) >= 1.0
+
+
+@pytest.mark.parametrize("hot_group", [5, 37, 90])
+def test_a_hot_key_the_runs_cannot_isolate_is_provisioned_for(loads, hot_group):
+    """One group carries a quarter of the records (a hot key); runs of 1..8 subtasks see it only inside a
+    cell of a few groups. The planned imbalance at 64 subtasks must not fall below the true one: spread
+    evenly over its cell, the hot key would look a few times lighter than it is."""
+    skewed = 0.75 * loads
+    skewed[hot_group] += 0.25
+    readings = [(n, tuple(shares_at(skewed, n))) for n in range(1, 9)]
+    model = SkewModel({"count": 1.0}, {"count": group_loads(128, readings)})
+    assert model.imbalance(64) >= shares_at(skewed, 64).max() * 64
