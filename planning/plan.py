@@ -168,7 +168,7 @@ def plan_from(
         most, at_slots = max(
             (surrogate.predict(n, m) / imbalance(n), n) for m in per_memory for n in candidates
         )
-        bound = ", bounded by key-group skew" if skew is not None and skew.imbalance(at_slots) > 1.05 else ""
+        bound = ", bounded by key-group skew" if imbalance(at_slots) > 1.05 else ""
         raise PlanError(
             f"the {surrogate.model} surrogate never reaches {asked:,.0f} records/s (110% of the target) within "
             f"{max_slots} slots: the most it predicts is {most:,.0f} at {at_slots} slots{bound}"

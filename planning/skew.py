@@ -63,7 +63,7 @@ def group_loads(key_groups: int, readings: Sequence[tuple[int, Sequence[float]]]
             if parallelism > 1:
                 spreads.append((share - held[i] / key_groups) ** 2 / held[i])
     if not rows:
-        return GroupLoads(even, (np.arange(key_groups),), 1.0)
+        return GroupLoads(even, (np.arange(key_groups),), math.inf)  # nothing known: even
     matrix, target = np.array(rows), np.array(targets)
     mean = np.clip(even + np.linalg.pinv(matrix) @ (target - matrix @ even), 0.0, None)
     signature = np.array(owners).T  # per group, its subtask at every run
