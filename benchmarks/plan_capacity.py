@@ -45,6 +45,7 @@ def check_topology(name: str, args: argparse.Namespace) -> list[dict[str, object
     settings = ExplorerSettings(max_slots=args.budget_max, memory_mb=(memory,), seed=config.twin.seed)
     exploration = explore(lambda slots, memory_mb: estimate_mst(testbed, slots, memory_mb), settings)
     wall_s = time.perf_counter() - started
+    exact = testbed.true_min_slots(OVERPROVISION * target, memory)  # an exact model by the 110% rule
     rows = []
     for quantile in (args.skew_quantile, None):
         try:
@@ -52,28 +53,29 @@ def check_topology(name: str, args: argparse.Namespace) -> list[dict[str, object
                 exploration, target, settings, max_slots=testbed.max_slots, skew_quantile=quantile
             )
         except PlanError as error:
-            rows.append(_refused(name, testbed, target, memory, error))
+            rows.append(_refused(name, testbed, target, memory, exact, error))
             continue
-        rows.append(_checked(name, testbed, target, plan, args, wall_s))
+        rows.append(_checked(name, testbed, target, exact, plan, args, wall_s))
         if plan.skew is None:  # no keyed vertex: the plan is StreamBed's
             break
     return rows
 
 
-def _refused(name: str, testbed, target: float, memory_mb: float, error: PlanError) -> dict[str, object]:
+def _refused(
+    name: str, testbed, target: float, memory_mb: float, exact, error: PlanError
+) -> dict[str, object]:
     """A plan that says the target cannot be reached, with what the twin says."""
     return {
         "topology": name,
         "refused": str(error),
         "true_min": testbed.true_min_slots(target, memory_mb),
-        "exact": testbed.true_min_slots(OVERPROVISION * target, memory_mb),
+        "exact": exact,
     }
 
 
-def _checked(name, testbed, target, plan, args, wall_s) -> dict[str, object]:
+def _checked(name, testbed, target, exact, plan, args, wall_s) -> dict[str, object]:
     memory = plan.memory_mb
     true_min = testbed.true_min_slots(target, memory)
-    exact = testbed.true_min_slots(OVERPROVISION * target, memory)
     true_mst = testbed.true_mst_rps(plan.slots, plan.memory_mb)
     lag = testbed.backlog_at_rate(plan.slots, plan.memory_mb, target, args.check_s)
     tail_lag = float(lag[-600:].max())

@@ -99,8 +99,10 @@ def fit_model(
     period_s = seasonal_period_s(seasonal_setting, values, resolution_s)
     model = FittedModel(estimator=None, period_s=period_s, fourier_order=fourier_order)
     seasonal = replace(model, estimator=fit(values, model.exog(times_s)))
+    if seasonal_setting != "auto" or period_s is None:
+        return seasonal
     with_season = _aicc(seasonal.estimator)
-    if seasonal_setting != "auto" or period_s is None or with_season is None:
+    if with_season is None:
         return seasonal
     plain = FittedModel(fit(values, None), None, fourier_order, rejected_period_s=period_s)
     without = _aicc(plain.estimator)
