@@ -2,9 +2,10 @@
 over the first hour of the shared traces.
 
 Per trace: the first hour is the workload; the plan targets its peak (budgets 1..--budget-max slots on
-the twin testbed of the same config) and seeds a store with its capacity per scale-out; the daemon then
-runs the hour twice from the same initial scale-out, cold (empty store) and seeded. Issue 14's target:
-seeded ≤ 1/3 of the cold start's seconds over the SLO at no more worker-seconds.
+the twin testbed of the same config, with the key-group census as `plan-capacity` runs it there) and
+seeds a store with its capacity per scale-out; the daemon then runs the hour twice from the same initial
+scale-out, cold (empty store) and seeded. Issue 14's target: seeded ≤ 1/3 of the cold start's seconds
+over the SLO at no more worker-seconds.
 
 Usage: python benchmarks/plan_seeded_start.py [--initial-scaleout 4,12] [--budget-max 8]
 """
@@ -61,7 +62,7 @@ def main() -> None:
                 )
                 testbed = twin_testbed(config)
                 explorer = ExplorerSettings(max_slots=args.budget_max, seed=config.twin.seed)
-                plan = make_plan(testbed, peak, explorer, max_slots=testbed.max_slots)
+                plan = make_plan(testbed, peak, explorer, max_slots=testbed.max_slots, key_census=True)
                 store = directory / f"{trace}-{initial}.sqlite"
                 seed_knowledge(plan, store, knowledge_settings(config), config.scaling.max_scaleout)
                 cold = simulate(config)

@@ -54,6 +54,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="managed memory per slot to explore (MB; default memory.base_mb)",
     )
     plan.add_argument("--max-measurements", type=int, default=20, help="testbed measurements at most (20)")
+    plan.add_argument(
+        "--key-census",
+        action=argparse.BooleanOptionalAction,
+        help="after the runs, one low-rate run at the key-group parallelism that measures every key group's "
+        "load (default: on with the twin; local-flink runs one-slot TaskManagers and cannot)",
+    )
     plan.add_argument("--config", type=Path, help="YAML config (twin, memory and knowledge sections)")
     plan.add_argument("--out", type=Path, help="output directory: plan.json, deployment.yaml, surrogate.png")
     plan.add_argument(
@@ -152,7 +158,13 @@ def _plan(args: argparse.Namespace) -> int:
         return _fail(str(error), EXIT_FAILURE)
     try:
         plan = make_plan(
-            testbed, args.target_rate, explorer, estimator, max_slots=max_slots, progress=_progress
+            testbed,
+            args.target_rate,
+            explorer,
+            estimator,
+            max_slots=max_slots,
+            progress=_progress,
+            key_census=args.testbed == "twin" and args.key_census is not False,
         )
     except (PlanError, FlinkTestbedError) as error:
         return _fail(str(error), EXIT_FAILURE)
@@ -183,6 +195,8 @@ def _plan_argument_problem(args: argparse.Namespace) -> str | None:
         return "--target-rate and --out are required (or use 'plan-capacity fit')"
     if not (math.isfinite(args.target_rate) and args.target_rate > 0):
         return f"--target-rate must be a rate > 0, got {args.target_rate:g}"
+    if args.key_census and args.testbed == "local-flink":
+        return "--key-census needs a testbed that deploys one subtask per key group; local-flink cannot"
     return None
 
 

@@ -67,6 +67,7 @@ def write_plot(plan: CapacityPlan, out_dir: Path) -> Path:
         points = ax.scatter([e.slots for e in measured], [e.mst_rps for e in measured], s=18, zorder=3)
         prediction = [plan.predict_rps(s, memory) for s in slots]
         label = f"{surrogate.model} at {memory:g} MB" + (" over the skew" if plan.skew is not None else "")
+        label += " and the state cost" if plan.state_cost is not None else ""
         ax.plot(slots, prediction, color=points.get_facecolor()[0], label=label)
     ax.axhline(plan.target_rate_rps, color="black", linewidth=0.8, label="target")
     ax.axhline(1.1 * plan.target_rate_rps, color="black", linestyle="--", linewidth=0.8, label="110% target")

@@ -174,7 +174,10 @@ class LocalFlinkTestbed:
             total = sum(records)
             busyness = sum(busy) / (1000.0 * span_s * parallelism) if parallelism else math.nan
             shares = tuple(r / total for r in records) if total > 0 else ()
-            vertices.append(VertexReading(name, total / span_s, busyness, parallelism, shares, key_groups))
+            per_subtask = tuple(b / (1000.0 * span_s) for b in busy)
+            vertices.append(
+                VertexReading(name, total / span_s, busyness, parallelism, shares, key_groups, per_subtask)
+            )
         return PhaseReading(
             injected_rps=phase.rate_rps,
             achieved_rps=(after.emitted - before.emitted) / span_s,

@@ -1,6 +1,9 @@
 """The capacity plan: explore the testbed, invert the surrogate at 110% of the requested rate at every
 memory profile, keep the fewest slots (then the least memory), and size the vertices from the per-vertex
-true rates of the largest measured configuration at that memory."""
+true rates of the largest measured configuration at that memory. Our extensions divide the surrogate by
+what the runs say about large parallelisms: the hottest slot's key-group imbalance (planning/skew.py,
+resolved by a census if one ran: planning/census.py) and the per-record work that splits with the state
+(planning/state_cost.py)."""
 
 from __future__ import annotations
 
@@ -10,12 +13,14 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from planning.bids2 import VertexRate, needed_parallelism
+from planning.census import take_census
 from planning.estimator import Estimate, EstimatorSettings, estimate_mst
 from planning.explorer import Exploration, ExplorerSettings, explore
 from planning.released_fit import OVERPROVISION
-from planning.skew import QUANTILE, SkewModel, skew_model
+from planning.skew import QUANTILE, GroupLoads, SkewModel, hottest_share, skew_model
+from planning.state_cost import StateCost, VertexCost, state_cost
 from planning.surrogate import Observation, Surrogate, fit, select_model
-from planning.testbed import Testbed
+from planning.testbed import PhaseReading, Testbed
 
 
 @dataclass(frozen=True)
@@ -35,16 +40,24 @@ class CapacityPlan:
     slots_per_memory: dict[float, int | None]
     exploration: Exploration
     surrogate: Surrogate
-    """The model the plan inverted: the exploration's, or with skew its refit on balanced MSTs."""
+    """The model the plan inverted: the exploration's, or with our extensions its refit on what each run
+    would carry balanced and at the large-parallelism cost per record."""
     imbalance: float
     """Hottest slot's load over the mean slot's at the planned slots (1.0 without the skew model)."""
 
     skew: SkewModel | None = None
+    census: PhaseReading | None = None
+    """The key-group census the skew model used (planning/census.py), if one ran."""
+    state_cost: StateCost | None = None
+    """Per-record work that shrinks with the parallelism (planning/state_cost.py), where the runs show it."""
+
+    def divisor(self, slots: int) -> float:
+        """What the surrogate's prediction is divided by at `slots` (1.0: the paper's plan)."""
+        return divisor_at(self.skew, self.state_cost, slots)
 
     def predict_rps(self, slots: int, memory_mb: float) -> float:
-        """The plan's MST prediction at any configuration (surrogate over the imbalance)."""
-        imbalance = self.skew.imbalance(slots) if self.skew is not None else 1.0
-        return self.surrogate.predict(slots, memory_mb) / imbalance
+        """The plan's MST prediction at any configuration."""
+        return self.surrogate.predict(slots, memory_mb) / self.divisor(slots)
 
     def to_dict(self) -> dict[str, object]:
         """The plan as JSON: every measurement with its tests."""
@@ -62,6 +75,8 @@ class CapacityPlan:
             "model": self.model,
             "coefficients": self.coefficients,
             "skew_quantile": self.skew.quantile if self.skew is not None else None,
+            "key_group_census": _census(self.census) if self.census is not None else None,
+            "state_cost_us_per_record": _state_cost(self.state_cost) if self.state_cost is not None else None,
             "imbalance_at_plan": self.imbalance,
             "slots_per_memory_mb": {f"{m:g}": s for m, s in self.slots_per_memory.items()},
             "model_selection_rmse": e.selection_rmse,
@@ -84,6 +99,17 @@ def _measurement(estimate: Estimate) -> dict[str, object]:
     }
 
 
+def _census(reading: PhaseReading) -> dict[str, object]:
+    return {
+        "rate_rps": reading.injected_rps,
+        "key_group_shares": {v.name: v.subtask_shares for v in reading.vertices if v.key_groups > 0},
+    }
+
+
+def _state_cost(cost: StateCost) -> dict[str, dict[str, float]]:
+    return {v.name: {"fixed": 1e6 * v.fixed_s, "split_over_n": 1e6 * v.split_s} for v in cost.vertices}
+
+
 def _reading(reading) -> dict[str, object]:
     data = asdict(reading)
     data.pop("injected_rps")
@@ -98,14 +124,21 @@ class PlanError(ValueError):
     """The surrogate never reaches the requested rate (one line saying so)."""
 
 
-def vertex_rates(estimate: Estimate) -> list[VertexRate]:
-    """Non-source vertices with a busyness reading, from the estimate's last passed test."""
+def vertex_rates(estimate: Estimate, slowest: bool = False) -> list[VertexRate]:
+    """Non-source vertices with a busyness reading, from the estimate's last passed test: the mean
+    subtask's true rate (DS2's, StreamBed's) or with `slowest` the slowest subtask's where the input is
+    spread evenly (a keyed vertex's hottest subtask is sized on its key-group share instead: the slowest
+    subtask there is the hottest one's, and both at once would count the skew twice)."""
     final = estimate.final
     source_rps = final.achieved_rps
-    return [
-        VertexRate(v.name, v.true_rate_rps, v.input_rps / source_rps)
+    rates = [
+        (v, v.slowest_true_rate_rps if slowest and not v.key_groups else v.true_rate_rps)
         for v in final.vertices[1:]
-        if source_rps > 0 and math.isfinite(v.true_rate_rps) and v.true_rate_rps > 0
+    ]
+    return [
+        VertexRate(v.name, rate, v.input_rps / source_rps)
+        for v, rate in rates
+        if source_rps > 0 and math.isfinite(rate) and rate > 0
     ]
 
 
@@ -118,9 +151,11 @@ def make_plan(
     max_slots: int = 100_000,
     progress: Callable[[Estimate], None] | None = None,
     skew_quantile: float | None = QUANTILE,
+    key_census: bool = False,
 ) -> CapacityPlan:
     """Explore the testbed and plan; `skew_quantile` None plans as StreamBed does (no key-group skew
-    model), else provisions for that quantile of the imbalance (planning/skew.py)."""
+    model), else provisions for that quantile of the imbalance (planning/skew.py); `key_census` first
+    measures every key group's load (planning/census.py; the testbed must deploy that many slots)."""
 
     def measure(slots: int, memory_mb: float) -> Estimate:
         estimate = estimate_mst(testbed, slots, memory_mb, estimator)
@@ -129,17 +164,68 @@ def make_plan(
         return estimate
 
     exploration = explore(measure, explorer)
-    return plan_from(exploration, target_rate_rps, explorer, slots_per_task_manager, max_slots, skew_quantile)
+    census = None
+    if key_census and skew_quantile is not None:
+        memory_mb = max(explorer.memory_mb)
+        census = take_census(testbed, exploration.estimates, memory_mb, estimator or EstimatorSettings())
+    return plan_from(
+        exploration, target_rate_rps, explorer, slots_per_task_manager, max_slots, skew_quantile, census
+    )
 
 
-def balanced_surrogate(exploration: Exploration, skew: SkewModel) -> Surrogate:
-    """Model selection and fit again on what each measured configuration would carry balanced."""
-    balanced = [
-        Observation(o.slots, o.memory_mb, o.mst_rps * skew.imbalance(o.slots))
-        for o in exploration.observations
+def vertex_parallelism(
+    rates: list[VertexRate],
+    rate_rps: float,
+    measured_at: int,
+    skew: SkewModel | None,
+    cost: StateCost | None,
+    max_parallelism: int,
+) -> dict[str, int]:
+    """Per vertex the least parallelism whose hottest subtask carries `rate_rps` (one task per slot, as
+    in BIDS2): DS2's p = rate · ratio / true rate where neither extension applies, else the true rate
+    measured at `measured_at` carried to p by the state cost, over the hottest subtask's share at p from
+    the key-group loads (max parallelism where none suffices)."""
+    needs = {}
+    for vertex, least in zip(rates, needed_parallelism(rates, rate_rps), strict=True):
+        loads = skew.loads.get(vertex.name) if skew is not None else None
+        work = cost.vertex(vertex.name) if cost is not None else None
+        if loads is None and (work is None or work.split_s == 0):
+            needs[vertex.name] = least
+            continue
+        top = min(max_parallelism, len(loads.mean)) if loads is not None else max_parallelism
+        needs[vertex.name] = next(
+            (p for p in range(1, top + 1) if _carried_rps(vertex, p, measured_at, loads, work) >= rate_rps),
+            top,
+        )
+    return needs
+
+
+def _carried_rps(
+    vertex: VertexRate, parallelism: int, measured_at: int, loads: GroupLoads | None, work: VertexCost | None
+) -> float:
+    """The source rate at which the vertex's hottest subtask is busy all the time."""
+    true_rps = vertex.true_rate_rps
+    if work is not None:
+        true_rps *= work.per_record_s(measured_at) / work.per_record_s(parallelism)
+    hottest = 1.0 / parallelism if loads is None else hottest_share(loads.mean, parallelism)
+    return true_rps / (vertex.input_ratio * hottest)
+
+
+def divisor_at(skew: SkewModel | None, cost: StateCost | None, slots: int) -> float:
+    """The hottest slot's imbalance times the work per record over its large-parallelism floor."""
+    return (skew.imbalance(slots) if skew is not None else 1.0) * (
+        cost.factor(slots) if cost is not None else 1.0
+    )
+
+
+def corrected_surrogate(exploration: Exploration, divisor: Callable[[int], float]) -> Surrogate:
+    """Model selection and fit again on what each measured configuration would carry balanced and at the
+    large-parallelism cost per record (MST × divisor)."""
+    corrected = [
+        Observation(o.slots, o.memory_mb, o.mst_rps * divisor(o.slots)) for o in exploration.observations
     ]
-    selection = select_model(balanced)
-    return fit(min(selection, key=selection.__getitem__), balanced)
+    selection = select_model(corrected)
+    return fit(min(selection, key=selection.__getitem__), corrected)
 
 
 def plan_from(
@@ -149,26 +235,36 @@ def plan_from(
     slots_per_task_manager: int = 1,
     max_slots: int = 100_000,
     skew_quantile: float | None = QUANTILE,
+    census: PhaseReading | None = None,
 ) -> CapacityPlan:
-    skew = skew_model(exploration.estimates, skew_quantile) if skew_quantile is not None else None
-    surrogate = exploration.surrogate if skew is None else balanced_surrogate(exploration, skew)
+    """The plan from an exploration; `skew_quantile` None is StreamBed's plan as the paper makes it, else
+    with our extensions: the key-group skew model (with the census, if one ran) and the state cost."""
+    skew = cost = None
+    if skew_quantile is not None:
+        skew = skew_model(exploration.estimates, skew_quantile, (census,) if census is not None else ())
+        cost = state_cost(exploration.estimates)
 
     @functools.cache
-    def imbalance(slots: int) -> float:
-        return skew.imbalance(slots) if skew is not None else 1.0
+    def divisor(slots: int) -> float:
+        return divisor_at(skew, cost, slots)
+
+    surrogate = (
+        exploration.surrogate if skew is None and cost is None else corrected_surrogate(exploration, divisor)
+    )
 
     asked = OVERPROVISION * target_rate_rps
     candidates = range(explorer.min_slots, max_slots + 1)
     per_memory = {
-        m: next((n for n in candidates if surrogate.predict(n, m) / imbalance(n) >= asked), None)
+        m: next((n for n in candidates if surrogate.predict(n, m) / divisor(n) >= asked), None)
         for m in sorted(set(explorer.memory_mb))
     }
     reachable = [(s, m) for m, s in per_memory.items() if s is not None]
     if not reachable:
         most, at_slots = max(
-            (surrogate.predict(n, m) / imbalance(n), n) for m in per_memory for n in candidates
+            (surrogate.predict(n, m) / divisor(n), n) for m in per_memory for n in candidates
         )
-        bound = ", bounded by key-group skew" if imbalance(at_slots) > 1.05 else ""
+        skewed = skew is not None and skew.imbalance(at_slots) > 1.05
+        bound = ", bounded by key-group skew" if skewed else ""
         raise PlanError(
             f"the {surrogate.model} surrogate never reaches {asked:,.0f} records/s (110% of the target) within "
             f"{max_slots} slots: the most it predicts is {most:,.0f} at {at_slots} slots{bound}"
@@ -176,8 +272,8 @@ def plan_from(
     slots, memory = min(reachable)
     at_memory = [e for e in exploration.estimates if e.memory_mb == memory and e.mst_rps > 0]
     largest = max(at_memory or exploration.estimates, key=lambda e: (e.slots, e.mst_rps))
-    rates = vertex_rates(largest)
-    vertices = dict(zip((v.name for v in rates), needed_parallelism(rates, asked), strict=True))
+    rates = vertex_rates(largest, slowest=skew_quantile is not None)
+    vertices = vertex_parallelism(rates, asked, largest.slots, skew, cost, max_slots)
     coefficients = {"a_memory": surrogate.a, "b_slots": surrogate.b, "c": surrogate.c}
     return CapacityPlan(
         target_rate_rps,
@@ -186,13 +282,15 @@ def plan_from(
         math.ceil(slots / slots_per_task_manager),
         slots_per_task_manager,
         vertices,
-        surrogate.predict(slots, memory) / imbalance(slots),
-        surrogate.prediction_sd_rps(slots, memory) / imbalance(slots),
+        surrogate.predict(slots, memory) / divisor(slots),
+        surrogate.prediction_sd_rps(slots, memory) / divisor(slots),
         surrogate.model,
         coefficients,
         per_memory,
         exploration,
         surrogate,
-        imbalance(slots),
+        skew.imbalance(slots) if skew is not None else 1.0,
         skew,
+        census if skew is not None else None,
+        cost,
     )

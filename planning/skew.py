@@ -22,10 +22,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from planning.estimator import Estimate
+from planning.testbed import PhaseReading
 
 
 def key_group_owner(key_groups: int, parallelism: int) -> np.ndarray:
     return np.arange(key_groups) * parallelism // key_groups
+
+
+def hottest_share(loads: np.ndarray, parallelism: int) -> float:
+    """The largest share of a keyed vertex's records one of `parallelism` subtasks gets."""
+    owner = key_group_owner(len(loads), parallelism)
+    return float(np.bincount(owner, weights=loads, minlength=parallelism).max() / loads.sum())
 
 
 @dataclass(frozen=True)
@@ -115,13 +122,16 @@ class SkewModel:
         return float(np.quantile(slot_load.max(axis=0) / mean, self.quantile))
 
 
-def skew_model(estimates: Sequence[Estimate], quantile: float = QUANTILE) -> SkewModel | None:
-    """From the estimates' last passed tests; None when no keyed vertex reported its subtask shares."""
+def skew_model(
+    estimates: Sequence[Estimate], quantile: float = QUANTILE, census: Sequence[PhaseReading] = ()
+) -> SkewModel | None:
+    """From the estimates' last passed tests and any key-group census (planning/census.py: its shares
+    resolve every group, so no cell is left to draw); None when no keyed vertex reported its shares."""
     finals = [e.final for e in estimates if e.mst_rps > 0 and e.final.achieved_rps > 0]
     if not finals:
         return None
     keyed: dict[str, tuple[int, list[tuple[int, tuple[float, ...]]]]] = {}
-    for reading in finals:
+    for reading in [*finals, *census]:
         for v in reading.vertices:
             if v.key_groups > 0 and len(v.subtask_shares) == v.parallelism:
                 keyed.setdefault(v.name, (v.key_groups, []))[1].append((v.parallelism, v.subtask_shares))

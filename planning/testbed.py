@@ -11,7 +11,8 @@ from typing import Protocol
 class VertexReading:
     """One vertex over a phase: records/s into the whole vertex, its tasks' mean busy share (0..1, NaN
     when the engine reports none), its parallelism, each subtask's share of its input (empty: not
-    read) and, for a keyed vertex, its max parallelism (the number of key groups; 0: not keyed)."""
+    read), for a keyed vertex its max parallelism (the number of key groups; 0: not keyed), and each
+    subtask's busy share (empty: not read)."""
 
     name: str
     input_rps: float
@@ -19,6 +20,7 @@ class VertexReading:
     parallelism: int
     subtask_shares: tuple[float, ...] = ()
     key_groups: int = 0
+    subtask_busyness: tuple[float, ...] = ()
 
     @property
     def true_rate_rps(self) -> float:
@@ -26,6 +28,20 @@ class VertexReading:
         if not self.busyness > 0:
             return float("nan")
         return self.input_rps / self.parallelism / self.busyness
+
+    @property
+    def slowest_true_rate_rps(self) -> float:
+        """The slowest subtask's true rate (the Flink operator's autoscaler aggregates busy time by MAX for
+        the same reason: subtasks on slower hosts or sharing a busier slot set the vertex's pace); the
+        mean's where the subtasks were not read."""
+        rates = [
+            self.input_rps * share / busy
+            for share, busy in zip(self.subtask_shares, self.subtask_busyness, strict=False)
+            if share > 0 and busy > 0
+        ]
+        if len(rates) != self.parallelism:
+            return self.true_rate_rps
+        return min(rates)
 
 
 @dataclass(frozen=True)

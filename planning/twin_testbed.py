@@ -63,6 +63,13 @@ class TwinTestbed:
             (n for n in range(1, self.max_slots + 1) if self.true_mst_rps(n, memory_mb) >= rate_rps), None
         )
 
+    def true_vertex_limits_rps(
+        self, parallelism: dict[str, int], slots: int, memory_mb: float
+    ) -> dict[str, float]:
+        """Ground truth of a per-vertex requirement: per vertex the source rate its hottest subtask carries
+        (a core each; vertices not named run at `slots`)."""
+        return self._build([0.0], slots, memory_mb).true_vertex_limits_rps_for(parallelism)
+
     def backlog_at_rate(self, slots: int, memory_mb: float, rate_rps: float, duration_s: int) -> np.ndarray:
         """Consumer lag, second by second, of a fresh deployment fed `rate_rps` for `duration_s`."""
         twin = self._build([rate_rps] * duration_s, slots, memory_mb)
@@ -95,8 +102,8 @@ class TwinTestbed:
         ratios = self.topology.input_ratios
         readings = []
         for v, vertex in enumerate(self.topology.vertices):
-            busy = source_rps * load.busy_per_record[v] + load.overhead_busy[v]
-            busyness = math.nan if vertex.legacy_source else float(np.mean(np.minimum(busy, 1.0)))
+            busy = np.minimum(source_rps * load.busy_per_record[v] + load.overhead_busy[v], 1.0)
+            busyness = math.nan if vertex.legacy_source else float(np.mean(busy))
             readings.append(
                 VertexReading(
                     vertex.name,
@@ -105,6 +112,7 @@ class TwinTestbed:
                     twin.parallelism,
                     tuple(float(x) for x in load.shares[v]),
                     vertex.max_parallelism if vertex.keyed else 0,
+                    () if vertex.legacy_source else tuple(float(b) for b in busy),
                 )
             )
         return tuple(readings)

@@ -236,6 +236,14 @@ class Deployment:
         speeds = self._speeds_for(max(parallelism))
         return self._vertex_load_of(speeds, self.managed_mb, tuple(parallelism)).capacity_rps
 
+    def vertex_limits_rps_for(self, parallelism: tuple[int, ...]) -> np.ndarray:
+        """Per vertex, the source rate at which its hottest subtask is busy all the time at `parallelism`
+        when every subtask has a core of its own (no slot sharing)."""
+        speeds = self._speeds_for(max(parallelism))
+        return self._vertex_load_of(speeds, self.managed_mb, tuple(parallelism)).subtask_capacity_rps.min(
+            axis=1
+        )
+
     def _speeds_for(self, n: int) -> list[float]:
         """Speeds of the oldest n workers, or these plus the next new pods."""
         speeds = self._speeds[:n]

@@ -304,6 +304,15 @@ class Twin:
         limits = self._load.subtask_capacity_rps.min(axis=1)
         return {v.name: float(c) for v, c in zip(self.topology.vertices, limits, strict=True)}
 
+    def true_vertex_limits_rps_for(self, parallelism: dict[str, int]) -> dict[str, float]:
+        """Per vertex, the source rate its hottest subtask carries at a per-vertex parallelism (vertices
+        not named: the current scale-out), each subtask on a core of its own: the ground truth for a
+        per-vertex requirement sized one task per slot (StreamBed's BIDS2)."""
+        names = [v.name for v in self.topology.vertices]
+        vector = tuple(parallelism.get(name, self.parallelism) for name in names)
+        limits = self._deployment.vertex_limits_rps_for(vector)
+        return {name: float(limit) for name, limit in zip(names, limits, strict=True)}
+
     @property
     def overhead_mb_per_worker(self) -> float:
         """Memory the subtasks of one TaskManager hold besides the process and managed memory."""

@@ -31,6 +31,9 @@ def test_the_plan_lists_the_configuration_and_every_measurement(planned):
     assert all(1 <= m["slots"] <= 4 and m["tests"] for m in plan["measurements"])
     assert set(plan["vertex_parallelism"]) == {"filter", "projection", "join", "window", "sink"}
     assert (planned / "surrogate.png").stat().st_size > 10_000
+    census = plan["key_group_census"]["key_group_shares"]  # on by default on the twin
+    assert set(census) == {"join", "window"}
+    assert all(len(shares) == 128 and sum(shares) == pytest.approx(1.0) for shares in census.values())
 
 
 def test_the_deployment_fragment_sizes_the_taskmanagers(planned):
@@ -79,6 +82,10 @@ def test_seeding_keeps_what_the_store_already_learned(tmp_path):
         (["--target-rate", "0", "--out", "x"], "--target-rate must be a rate > 0"),
         (["--out", "x"], "--target-rate and --out are required"),
         (["--target-rate", "5", "--out", "x", "--budget-max", "1"], "min slots < max slots"),
+        (
+            ["--testbed", "local-flink", "--key-census", "--target-rate", "5", "--out", "x"],
+            "--key-census needs",
+        ),
     ],
 )
 def test_bad_plan_arguments_are_one_line(argv, message, capsys):

@@ -62,3 +62,19 @@ def test_a_hot_key_the_runs_cannot_isolate_is_provisioned_for(loads, hot_group):
     readings = [(n, tuple(shares_at(skewed, n))) for n in range(1, 9)]
     model = SkewModel({"count": 1.0}, {"count": group_loads(128, readings)})
     assert model.imbalance(64) >= shares_at(skewed, 64).max() * 64
+
+
+def test_a_key_group_census_resolves_the_hot_key_exactly(loads):
+    """With one reading at one subtask per key group every group's load is measured: the imbalance at
+    any parallelism is the true one, not a quantile over what the ranges hide."""
+    skewed = 0.75 * loads
+    skewed[37] += 0.25
+    readings = [(n, tuple(shares_at(skewed, n))) for n in range(1, 9)]
+    census = group_loads(128, [*readings, (128, tuple(skewed))])
+    assert all(len(cell) == 1 for cell in census.cells)
+    measured = SkewModel({"count": 1.0}, {"count": census})
+    bounded = SkewModel({"count": 1.0}, {"count": group_loads(128, readings)})
+    for parallelism in (40, 64, 100):
+        truth = shares_at(skewed, parallelism).max() * parallelism
+        assert measured.imbalance(parallelism) == pytest.approx(truth, rel=1e-9)
+    assert measured.imbalance(64) < bounded.imbalance(64)
