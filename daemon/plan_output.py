@@ -50,7 +50,8 @@ def write_deployment(plan: CapacityPlan, process_base_mb: float, out_dir: Path) 
         "# Flink configuration (flink-configmap.yaml, config.yaml)",
         f"# taskmanager.numberOfTaskSlots: {plan.slots_per_task_manager}",
         f"# taskmanager.memory.managed.size: {plan.memory_mb:g}m per slot",
-        "# vertex granularity: least parallelism per vertex for 110% of the target",
+        "# vertex granularity: least parallelism per vertex for 110% of the target, a task per slot (one "
+        f"slot-sharing group per vertex: {sum(plan.vertex_parallelism.values())} slots besides the sources)",
         *(f"#   {name}: {parallelism}" for name, parallelism in plan.vertex_parallelism.items()),
     ]
     path = out_dir / "deployment.yaml"

@@ -42,6 +42,8 @@ def test_the_deployment_fragment_sizes_the_taskmanagers(planned):
     assert patch["kind"] == "Deployment" and patch["spec"]["replicas"] == plan["task_managers"]
     memory = patch["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"]
     assert memory == "2048Mi"  # memory.process_base_mb 1890 + 158 MB managed
+    per_vertex = sum(plan["vertex_parallelism"].values())
+    assert f"{per_vertex} slots besides the sources" in (planned / "deployment.yaml").read_text()
 
 
 def test_a_daemon_on_the_seeded_store_knows_every_scale_out(planned):
