@@ -138,10 +138,6 @@ def skew_model(
     if not keyed:
         return None
     largest = max(finals, key=lambda r: (r.vertices[0].parallelism if r.vertices else 0, r.achieved_rps))
-    weights = {
-        v.name: v.busyness * v.parallelism / largest.achieved_rps
-        for v in largest.vertices
-        if math.isfinite(v.busyness) and v.busyness > 0
-    }
+    weights = largest.busy_s_per_record()
     loads = {name: group_loads(groups, readings) for name, (groups, readings) in keyed.items()}
     return SkewModel(weights, loads, quantile)

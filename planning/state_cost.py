@@ -59,12 +59,10 @@ def state_cost(estimates: Sequence[Estimate]) -> StateCost | None:
     cover fewer than two parallelisms)."""
     readings: dict[str, list[tuple[int, float]]] = defaultdict(list)
     for estimate in estimates:
-        final = estimate.final
-        if estimate.mst_rps <= 0 or not final.achieved_rps > 0:
+        if estimate.mst_rps <= 0:
             continue
-        for v in final.vertices:
-            if math.isfinite(v.busyness) and v.busyness > 0:
-                readings[v.name].append((v.parallelism, v.busyness * v.parallelism / final.achieved_rps))
+        for name, busy_s in estimate.final.busy_s_per_record().items():
+            readings[name].append((estimate.slots, busy_s))
     vertices = tuple(_fit(name, points) for name, points in readings.items())
     if not vertices:
         return None

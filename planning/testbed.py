@@ -3,6 +3,7 @@ what the source achieved, how many records were pending, and per vertex its inpu
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -61,6 +62,17 @@ class PhaseReading:
     pending_start: float
     pending_end: float
     vertices: tuple[VertexReading, ...] = ()
+
+    def busy_s_per_record(self) -> dict[str, float]:
+        """Per vertex with a busyness reading, its busy slot-seconds per source record (its weight in a
+        slot's load); empty when the source achieved nothing."""
+        if not self.achieved_rps > 0:
+            return {}
+        return {
+            v.name: v.busyness * v.parallelism / self.achieved_rps
+            for v in self.vertices
+            if math.isfinite(v.busyness) and v.busyness > 0
+        }
 
 
 class Testbed(Protocol):
