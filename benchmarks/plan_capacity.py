@@ -89,10 +89,12 @@ def _variant(quantile: float | None, plan) -> str:
     from the slowest subtask's true rate)."""
     if quantile is None:
         return "StreamBed"
-    parts = [f"skew q{quantile:g}"] if plan.skew is not None else []
+    skew = plan.skew
+    parts = [f"skew q{quantile:g}"] if skew is not None and skew.loads else []
     parts += ["census"] if plan.census is not None else []
     parts += ["state cost"] if plan.state_cost is not None else []
-    return "ours" + (": " + " + ".join(parts) if parts else " (no keyed vertex, no state)")
+    parts += ["host speeds"] if skew is not None and skew.speeds is not None else []
+    return "ours" + (": " + " + ".join(parts) if parts else " (no keyed vertex, no state, hosts alike)")
 
 
 def _refused(

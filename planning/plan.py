@@ -2,8 +2,9 @@
 memory profile, keep the fewest slots (then the least memory), and size the vertices from the per-vertex
 true rates of the largest measured configuration at that memory. Our extensions divide the surrogate by
 what the runs say about large parallelisms: the hottest slot's key-group imbalance (planning/skew.py,
-resolved by a census if one ran: planning/census.py) and the per-record work that splits with the state
-(planning/state_cost.py)."""
+resolved by a census if one ran: planning/census.py), the per-record work that splits with the state
+(planning/state_cost.py), and how much the hosts differ in speed (planning/speeds.py: the runs are read at
+a mean host's pace, and new hosts are drawn with the testbed's spread)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from planning.estimator import Estimate, EstimatorSettings, estimate_mst
 from planning.explorer import Exploration, ExplorerSettings, explore
 from planning.released_fit import OVERPROVISION
 from planning.skew import QUANTILE, GroupLoads, SkewModel, hottest_share, skew_model
+from planning.speeds import SlotSpeeds, slot_speeds
 from planning.state_cost import StateCost, VertexCost, state_cost
 from planning.surrogate import Observation, Surrogate, fit, select_model
 from planning.testbed import PhaseReading, Testbed
@@ -77,6 +79,7 @@ class CapacityPlan:
             "skew_quantile": self.skew.quantile if self.skew is not None else None,
             "key_group_census": _census(self.census) if self.census is not None else None,
             "state_cost_us_per_record": _state_cost(self.state_cost) if self.state_cost is not None else None,
+            "host_speeds": _speeds(self.skew.speeds) if self.skew and self.skew.speeds else None,
             "imbalance_at_plan": self.imbalance,
             "slots_per_memory_mb": {f"{m:g}": s for m, s in self.slots_per_memory.items()},
             "model_selection_rmse": e.selection_rmse,
@@ -108,6 +111,10 @@ def _census(reading: PhaseReading) -> dict[str, object]:
 
 def _state_cost(cost: StateCost) -> dict[str, dict[str, float]]:
     return {v.name: {"fixed": 1e6 * v.fixed_s, "split_over_n": 1e6 * v.split_s} for v in cost.vertices}
+
+
+def _speeds(speeds: SlotSpeeds) -> dict[str, object]:
+    return {"relative_per_slot": list(speeds.speeds), "log_sd": speeds.log_sd}
 
 
 def _reading(reading) -> dict[str, object]:
@@ -211,11 +218,11 @@ def _carried_rps(
     return true_rps / (vertex.input_ratio * hottest)
 
 
-def divisor_at(skew: SkewModel | None, cost: StateCost | None, slots: int) -> float:
-    """The hottest slot's imbalance times the work per record over its large-parallelism floor."""
-    return (skew.imbalance(slots) if skew is not None else 1.0) * (
-        cost.factor(slots) if cost is not None else 1.0
-    )
+def divisor_at(skew: SkewModel | None, cost: StateCost | None, slots: int, measured: bool = False) -> float:
+    """The hottest slot's imbalance times the work per record over its large-parallelism floor; with
+    `measured`, the imbalance of the testbed's own run at `slots` (its hosts, not new ones drawn)."""
+    imbalance = 1.0 if skew is None else skew.realized(slots) if measured else skew.imbalance(slots)
+    return imbalance * (cost.factor(slots) if cost is not None else 1.0)
 
 
 def corrected_surrogate(exploration: Exploration, divisor: Callable[[int], float]) -> Surrogate:
@@ -241,15 +248,23 @@ def plan_from(
     with our extensions: the key-group skew model (with the census, if one ran) and the state cost."""
     skew = cost = None
     if skew_quantile is not None:
-        skew = skew_model(exploration.estimates, skew_quantile, (census,) if census is not None else ())
-        cost = state_cost(exploration.estimates)
+        speeds = slot_speeds(exploration.estimates)
+        skew = skew_model(
+            exploration.estimates, skew_quantile, (census,) if census is not None else (), speeds
+        )
+        cost = state_cost(exploration.estimates, speeds)
 
     @functools.cache
     def divisor(slots: int) -> float:
         return divisor_at(skew, cost, slots)
 
+    def measured_divisor(slots: int) -> float:
+        return divisor_at(skew, cost, slots, measured=True)
+
     surrogate = (
-        exploration.surrogate if skew is None and cost is None else corrected_surrogate(exploration, divisor)
+        exploration.surrogate
+        if skew is None and cost is None
+        else corrected_surrogate(exploration, measured_divisor)
     )
 
     asked = OVERPROVISION * target_rate_rps
@@ -263,7 +278,7 @@ def plan_from(
         most, at_slots = max(
             (surrogate.predict(n, m) / divisor(n), n) for m in per_memory for n in candidates
         )
-        skewed = skew is not None and skew.imbalance(at_slots) > 1.05
+        skewed = skew is not None and bool(skew.loads) and skew.imbalance(at_slots) > 1.05
         bound = ", bounded by key-group skew" if skewed else ""
         raise PlanError(
             f"the {surrogate.model} surrogate never reaches {asked:,.0f} records/s (110% of the target) within "

@@ -10,7 +10,8 @@ even (minimum norm) reproduce them, resolving loads to the ranges the runs tell 
 A slot (TaskManager) holds one subtask of every vertex, so its load per source record is the sum over
 vertices of the vertex's busy seconds per source record times the subtask's share. The imbalance at n
 is the hottest slot's load over the mean slot's; the surrogate is fitted to MST × imbalance (what the
-job would carry balanced) and its prediction divided by the imbalance at the planned n.
+job would carry balanced) and its prediction divided by the imbalance at the planned n. Hosts that differ
+in speed (planning/speeds.py) pace their slots: a run's imbalance counts each slot at its host's speed.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planning.estimator import Estimate
+from planning.speeds import SlotSpeeds
 from planning.testbed import PhaseReading
 
 
@@ -89,44 +91,75 @@ QUANTILE = 0.9
 @dataclass(frozen=True)
 class SkewModel:
     """Per vertex: busy seconds per source record (its weight in a slot's load) and, for keyed vertices,
-    the estimated key-group loads."""
+    the estimated key-group loads; with `speeds`, how much the hosts differ (planning/speeds.py)."""
 
     weights: dict[str, float]
     loads: dict[str, GroupLoads]
     quantile: float = QUANTILE
     seed: int = 0
+    speeds: SlotSpeeds | None = None
 
     def imbalance(self, parallelism: int) -> float:
         """The hottest slot's load over the mean slot's at `parallelism` (1.0: balanced): its `quantile`
-        over group loads drawn as the readings allow (common draws for every parallelism)."""
-        slot_load = np.zeros((parallelism, DRAWS))
+        over group loads drawn as the readings allow (common draws for every parallelism). With speeds,
+        times what hosts drawn with the testbed's spread add to the hottest slot of the mean loads, their
+        median: the quantile covers what the readings leave unknown about the keys, while a new cluster's
+        hosts are a fresh draw that the plan's 110% covers like any other noise (the 0.9 quantile of both
+        at once put the plans 8-12% under the true MST on the twin)."""
         rng = np.random.default_rng(self.seed)
+        imbalance = self._ratio(self._slot_loads(parallelism, rng))
+        if self.speeds is None or self.speeds.log_sd == 0:
+            return imbalance
+        mean_load = self._slot_loads(parallelism, None)
+        paced = mean_load / rng.lognormal(0.0, self.speeds.log_sd, size=(parallelism, DRAWS))
+        return imbalance * float(np.median(paced.max(axis=0)) / mean_load.max())
+
+    def realized(self, parallelism: int) -> float:
+        """The imbalance of the testbed's own run at `parallelism`: its measured hosts, the mean group
+        loads (which the runs resolve at the parallelisms they ran)."""
+        slot_load = self._slot_loads(parallelism, None)
+        if self.speeds is not None:
+            slot_load = slot_load / self.speeds.of(parallelism)[:, None]
+        return self._ratio(slot_load)
+
+    def _slot_loads(self, parallelism: int, rng: np.random.Generator | None) -> np.ndarray:
+        """(slots × draws) loads per source record; without `rng` one column of the mean group loads."""
+        draws = DRAWS if rng is not None else 1
+        slot_load = np.zeros((parallelism, draws))
         for name, weight in sorted(self.weights.items()):
             known = self.loads.get(name)
             if known is None:
                 slot_load += weight / parallelism
                 continue
-            drawn = np.repeat(known.mean[:, None], DRAWS, axis=1)
-            if math.isfinite(known.shape):
+            drawn = np.repeat(known.mean[:, None], draws, axis=1)
+            if rng is not None and math.isfinite(known.shape):
                 for cell in known.cells:  # each cell keeps its total, so every run keeps its shares
                     if len(cell) > 1:
-                        split = rng.dirichlet(np.full(len(cell), known.shape), size=DRAWS).T
+                        split = rng.dirichlet(np.full(len(cell), known.shape), size=draws).T
                         drawn[cell] = known.mean[cell].sum() * split
             owner = key_group_owner(len(known.mean), parallelism)
             ranges = np.zeros((parallelism, len(known.mean)))
             ranges[owner, np.arange(len(known.mean))] = 1.0
             slot_load += weight * (ranges @ drawn)
-        mean = slot_load.mean(axis=0)
-        if not np.all(mean > 0):
+        return slot_load
+
+    def _ratio(self, slot_load: np.ndarray) -> float:
+        """The hottest slot over the mean of a slot's load at equal hosts, the `quantile` over draws."""
+        mean = sum(self.weights.values()) / slot_load.shape[0]
+        if not mean > 0:
             return 1.0
         return float(np.quantile(slot_load.max(axis=0) / mean, self.quantile))
 
 
 def skew_model(
-    estimates: Sequence[Estimate], quantile: float = QUANTILE, census: Sequence[PhaseReading] = ()
+    estimates: Sequence[Estimate],
+    quantile: float = QUANTILE,
+    census: Sequence[PhaseReading] = (),
+    speeds: SlotSpeeds | None = None,
 ) -> SkewModel | None:
     """From the estimates' last passed tests and any key-group census (planning/census.py: its shares
-    resolve every group, so no cell is left to draw); None when no keyed vertex reported its shares."""
+    resolve every group, so no cell is left to draw); None when no keyed vertex reported its shares and
+    the hosts are not known to differ."""
     finals = [e.final for e in estimates if e.mst_rps > 0 and e.final.achieved_rps > 0]
     if not finals:
         return None
@@ -135,9 +168,9 @@ def skew_model(
         for v in reading.vertices:
             if v.key_groups > 0 and len(v.subtask_shares) == v.parallelism:
                 keyed.setdefault(v.name, (v.key_groups, []))[1].append((v.parallelism, v.subtask_shares))
-    if not keyed:
+    if not keyed and (speeds is None or speeds.log_sd == 0):
         return None
     largest = max(finals, key=lambda r: (r.vertices[0].parallelism if r.vertices else 0, r.achieved_rps))
-    weights = largest.busy_s_per_record()
+    weights = largest.busy_s_per_record(speeds.speeds if speeds is not None else ())
     loads = {name: group_loads(groups, readings) for name, (groups, readings) in keyed.items()}
-    return SkewModel(weights, loads, quantile)
+    return SkewModel(weights, loads, quantile, speeds=speeds)

@@ -22,6 +22,7 @@ import numpy as np
 from scipy.optimize import lsq_linear
 
 from planning.estimator import Estimate
+from planning.speeds import SlotSpeeds
 
 MIN_SHARE = 0.02
 """A split part below this share of the job's per-record work at one slot is noise, not state."""
@@ -54,14 +55,14 @@ class StateCost:
         return self.per_record_s(parallelism) / self.per_record_s(math.inf)
 
 
-def state_cost(estimates: Sequence[Estimate]) -> StateCost | None:
-    """Per vertex from the estimates' last passed tests; None when no vertex's work splits (or the runs
-    cover fewer than two parallelisms)."""
+def state_cost(estimates: Sequence[Estimate], speeds: SlotSpeeds | None = None) -> StateCost | None:
+    """Per vertex from the estimates' last passed tests, at a mean host's pace where `speeds` tell the
+    hosts apart; None when no vertex's work splits (or the runs cover fewer than two parallelisms)."""
     readings: dict[str, list[tuple[int, float]]] = defaultdict(list)
     for estimate in estimates:
         if estimate.mst_rps <= 0:
             continue
-        for name, busy_s in estimate.final.busy_s_per_record().items():
+        for name, busy_s in estimate.final.busy_s_per_record(speeds.speeds if speeds else ()).items():
             readings[name].append((estimate.slots, busy_s))
     vertices = tuple(_fit(name, points) for name, points in readings.items())
     if not vertices:

@@ -4,6 +4,7 @@ what the source achieved, how many records were pending, and per vertex its inpu
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -29,6 +30,13 @@ class VertexReading:
         if not self.busyness > 0:
             return float("nan")
         return self.input_rps / self.parallelism / self.busyness
+
+    def busy_slot_s(self, speeds: Sequence[float] = ()) -> float:
+        """Busy seconds per second summed over the subtasks, each at its slot's `speeds` (where every
+        subtask and slot is known; else as read)."""
+        if len(self.subtask_busyness) == self.parallelism and len(speeds) >= self.parallelism:
+            return float(sum(b * s for b, s in zip(self.subtask_busyness, speeds, strict=False)))
+        return self.busyness * self.parallelism
 
     @property
     def slowest_true_rate_rps(self) -> float:
@@ -63,13 +71,14 @@ class PhaseReading:
     pending_end: float
     vertices: tuple[VertexReading, ...] = ()
 
-    def busy_s_per_record(self) -> dict[str, float]:
+    def busy_s_per_record(self, speeds: Sequence[float] = ()) -> dict[str, float]:
         """Per vertex with a busyness reading, its busy slot-seconds per source record (its weight in a
-        slot's load); empty when the source achieved nothing."""
+        slot's load); empty when the source achieved nothing. With `speeds` (per slot, relative to the
+        testbed's mean host: planning/speeds.py) each subtask's busy time counts at a mean host's pace."""
         if not self.achieved_rps > 0:
             return {}
         return {
-            v.name: v.busyness * v.parallelism / self.achieved_rps
+            v.name: v.busy_slot_s(speeds) / self.achieved_rps
             for v in self.vertices
             if math.isfinite(v.busyness) and v.busyness > 0
         }

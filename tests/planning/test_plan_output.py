@@ -34,6 +34,8 @@ def test_the_plan_lists_the_configuration_and_every_measurement(planned):
     census = plan["key_group_census"]["key_group_shares"]  # on by default on the twin
     assert set(census) == {"join", "window"}
     assert all(len(shares) == 128 and sum(shares) == pytest.approx(1.0) for shares in census.values())
+    speeds = plan["host_speeds"]  # the filter and the projection are fed evenly: they tell hosts apart
+    assert len(speeds["relative_per_slot"]) == 4 and speeds["log_sd"] > 0
 
 
 def test_the_deployment_fragment_sizes_the_taskmanagers(planned):

@@ -83,7 +83,8 @@ def test_work_that_splits_with_the_sessions_is_planned_for():
     true minimum). With the state cost fitted per vertex the plan meets issue 14's check."""
     session, target, explorer, planned = plan_at_benchmark_scale("session")
     split = {v.name: v.split_s for v in planned.state_cost.vertices}
-    assert split.pop("session") > 0 and not any(split.values())
+    window = split.pop("session")
+    assert window > 0 and max(split.values()) < 1e-9 * window  # the others' work does not split
     paper = plan_from(planned.exploration, target, explorer, max_slots=session.max_slots, skew_quantile=None)
     assert_meets_issue_14(session, planned, paper)
     # the per-vertex requirement (one task per slot) carries the target on the twin, DS2's from the mean
