@@ -258,13 +258,10 @@ def plan_from(
     def divisor(slots: int) -> float:
         return divisor_at(skew, cost, slots)
 
-    def measured_divisor(slots: int) -> float:
-        return divisor_at(skew, cost, slots, measured=True)
-
     surrogate = (
         exploration.surrogate
         if skew is None and cost is None
-        else corrected_surrogate(exploration, measured_divisor)
+        else corrected_surrogate(exploration, functools.partial(divisor_at, skew, cost, measured=True))
     )
 
     asked = OVERPROVISION * target_rate_rps

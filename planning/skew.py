@@ -108,7 +108,7 @@ class SkewModel:
         at once put the plans 8-12% under the true MST on the twin)."""
         rng = np.random.default_rng(self.seed)
         imbalance = self._ratio(self._slot_loads(parallelism, rng))
-        if self.speeds is None or self.speeds.log_sd == 0:
+        if self.speeds is None:
             return imbalance
         mean_load = self._slot_loads(parallelism, None)
         paced = mean_load / rng.lognormal(0.0, self.speeds.log_sd, size=(parallelism, DRAWS))
@@ -168,7 +168,7 @@ def skew_model(
         for v in reading.vertices:
             if v.key_groups > 0 and len(v.subtask_shares) == v.parallelism:
                 keyed.setdefault(v.name, (v.key_groups, []))[1].append((v.parallelism, v.subtask_shares))
-    if not keyed and (speeds is None or speeds.log_sd == 0):
+    if not keyed and speeds is None:
         return None
     largest = max(finals, key=lambda r: (r.vertices[0].parallelism if r.vertices else 0, r.achieved_rps))
     weights = largest.busy_s_per_record(speeds.speeds if speeds is not None else ())
