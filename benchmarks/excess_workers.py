@@ -22,15 +22,12 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
-from perfect_forecast import perfect
+from perfect_forecast import foresight, on_load
 
 from config.load import load_config, with_overrides
-from daemon.build import load_workload
 from daemon.logs import configure_logging
-from daemon.report import TRACES, WORKLOADS
+from daemon.report import TRACES
 from daemon.simulate import simulate
-from forecasting.online import WorkloadForecaster
 
 
 def fewest_carrying(capacities: dict[str, float | None], rate_rps: float, otherwise: int) -> int:
@@ -51,9 +48,11 @@ def attribute(events: list[dict]) -> tuple[int, Counter, Counter, int, float]:
         inputs = event["inputs"]
         excess[rule] += current - fewest_carrying(capacities, inputs["workload_max_rps"], current)
         count[rule] += 1
+        if rule != "only-if-necessary":
+            continue
         horizon = max((event.get("forecast") or {}).get("horizon_max_rps") or 0.0, inputs["workload_avg_rps"])
         allowed = fewest_carrying(capacities, horizon, current)
-        if rule == "only-if-necessary" and allowed < current:
+        if allowed < current:
             held += 1
             held_workers += current - allowed
     return n, excess, count, held, held_workers
@@ -68,13 +67,10 @@ def main() -> None:
     parser.add_argument("--config", type=Path, help="base config (default: the shipped defaults)")
     args = parser.parse_args()
     configure_logging("warning", "console", sys.stderr)
-    config = with_overrides(load_config(args.config), "knowledge", path=":memory:")
-    config = with_overrides(config, "twin", workload=str(WORKLOADS / TRACES[args.load]), seed=args.seed)
-    if args.perfect:
-        trace = np.asarray(load_workload(config.twin.workload), dtype=float)
-        original = WorkloadForecaster.forecast
-        WorkloadForecaster.forecast = lambda self, now_s: perfect(original(self, now_s), trace)
-    with tempfile.TemporaryDirectory() as scratch:
+    config = on_load(
+        with_overrides(load_config(args.config), "knowledge", path=":memory:"), args.load, args.seed
+    )
+    with tempfile.TemporaryDirectory() as scratch, foresight(config, args.perfect):
         audit = Path(scratch) / "audit.jsonl"
         summary = simulate(config, audit_path=audit)
         events = [json.loads(line) for line in audit.read_text().splitlines() if line.strip()]

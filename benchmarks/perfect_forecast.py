@@ -20,7 +20,9 @@ from forecasting.blas import limit_blas_threads  # first: one BLAS thread for ev
 import argparse
 import dataclasses
 import sys
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -45,21 +47,33 @@ def perfect(forecast: Forecast, trace_rps: np.ndarray) -> Forecast:
     return dataclasses.replace(forecast, rates_rps=future, central_rps=None, upper_rps=future)
 
 
-def run(task: tuple[Config, str, int, bool]) -> dict[str, float]:
-    """One simulation; with `foresight` the forecaster's answers are replaced by the truth."""
-    config, load, seed, foresight = task
-    limit_blas_threads()
-    configure_logging("warning", "console", sys.stderr)
+def on_load(config: Config, load: str, seed: int) -> Config:
+    """The config with the twin replaying `load` (a shared trace's name or `shape:NAME`) at `seed`."""
     spec = load if load.startswith("shape:") else str(WORKLOADS / TRACES[load])
-    config = with_overrides(config, "twin", workload=spec, seed=seed)
+    return with_overrides(config, "twin", workload=spec, seed=seed)
+
+
+@contextmanager
+def foresight(config: Config, enabled: bool = True) -> Iterator[None]:
+    """Inside, every forecast is the trace the config's twin replays (when `enabled`)."""
     original = WorkloadForecaster.forecast
-    if foresight:  # the trace the run's twin replays
+    if enabled:
         trace = np.asarray(load_workload(config.twin.workload), dtype=float)
         WorkloadForecaster.forecast = lambda self, now_s: perfect(original(self, now_s), trace)
     try:
-        summary = simulate(config)
+        yield
     finally:
         WorkloadForecaster.forecast = original
+
+
+def run(task: tuple[Config, str, int, bool]) -> dict[str, float]:
+    """One simulation; with `perfectly` the forecaster's answers are replaced by the truth."""
+    config, load, seed, perfectly = task
+    limit_blas_threads()
+    configure_logging("warning", "console", sys.stderr)
+    config = on_load(config, load, seed)
+    with foresight(config, perfectly):
+        summary = simulate(config)
     return {name: float(summary[name]) for name in FIGURES}
 
 
