@@ -11,7 +11,8 @@ pending records, and per vertex and subtask the records in and the accumulated b
 (`accumulateBusyTimeMs`); a phase's rates are the differences over the wall time between the two reads.
 Counters, not Flink's per-second meters: those average over the last 60 s and would blur the phases.
 Flink's REST API answers from its previous fetch of the metrics, so a read repeats until the source's
-`clockMs` gauge is newer than the read's start, and that gauge's instant is the reading's time.
+`clockMs` gauge is newer than the read's start and every vertex's counters come from that one fetch; that
+gauge's instant is the reading's time.
 """
 
 from __future__ import annotations
@@ -40,10 +41,12 @@ LEAD_S = 3.0
 """A programmed schedule starts this far ahead: the job re-reads its trace at most once a second."""
 REPORTER_PORTS = 8
 KEYED = "HASH"
-FETCH_S = 0.6
+POLL_S = 0.1
 """The REST API answers from its last fetch of the TaskManagers' metrics and starts a new one when that
-is older than `metrics.fetcher.update-interval` (set to 500 ms): a request starts a fetch, a later one
-reads it (on a loaded machine the TaskManagers may answer late: the read is repeated until fresh)."""
+is older than `metrics.fetcher.update-interval` (set to 500 ms): a request starts a fetch, and reads
+every `POLL_S` take it as soon as it has landed. Polling well inside the 500 ms starts no second fetch
+meanwhile, so the reading's instant stays a fraction of a second after the phase boundary (a read after
+the interval would start the next fetch, land on it, and count more of the next phase)."""
 FRESH_TIMEOUT_S = 15.0
 
 SMALL_BUFFERS_CONF = {
@@ -187,28 +190,37 @@ class LocalFlinkTestbed:
         )
 
     def _counters(self) -> _Counters:
-        """Every vertex's counters, the source's from a fetch after this call began (its `clockMs`
-        gauge says when they were read, and that instant is the reading's time)."""
+        """Every vertex's counters from one fetch of the TaskManagers' metrics that began after this call
+        did (the source's `clockMs` gauge says when they were read, and that instant is the reading's
+        time). A read spans several requests, and any of them may start the next fetch: when one lands
+        between the source's read and a later vertex's, the edges' in-flight records mix two instants
+        (at 200 records/s half a second is 100 records, more than twice what a 20 s test's pending
+        records may grow). The source is read again last, and the read repeats until both source reads
+        show the same clocks."""
         requested_ms = time.time() * 1000
-        self._vertex_metrics(self._vertices[0][0])  # starts a fetch (the answer is the previous one)
+        source_id = self._vertices[0][0]
+        self._vertex_metrics(source_id)  # starts a fetch (the answer is the previous one)
         deadline = time.monotonic() + FRESH_TIMEOUT_S
         while True:
-            time.sleep(FETCH_S)
-            source = self._vertex_metrics(self._vertices[0][0])
-            clock_ms = max((v for k, v in source.items() if k.endswith(".clockMs")), default=math.nan)
-            if clock_ms >= requested_ms or time.monotonic() > deadline:
+            time.sleep(POLL_S)
+            values = {vertex_id: self._vertex_metrics(vertex_id) for vertex_id, *_ in self._vertices}
+            clocks = _clocks(values[source_id])
+            same_fetch = clocks == _clocks(self._vertex_metrics(source_id))
+            clock_ms = max(clocks.values(), default=math.nan)
+            if (same_fetch and clock_ms >= requested_ms) or time.monotonic() > deadline:
                 break
-        if not clock_ms >= requested_ms:
+        if not (same_fetch and clock_ms >= requested_ms):
             raise FlinkTestbedError(
-                f"Flink's REST API served no metrics newer than {FRESH_TIMEOUT_S:.0f} s (or the job "
-                "reports no clockMs gauge: it is not foresail's load job)"
+                f"Flink's REST API served no consistent metrics newer than {FRESH_TIMEOUT_S:.0f} s (or the "
+                "job reports no clockMs gauge: it is not foresail's load job)"
             )
+        source = values[source_id]
         records_in, records_out, busy_ms = {}, {}, {}
-        for index, (vertex_id, name, parallelism, _) in enumerate(self._vertices):
-            values = source if index == 0 else self._vertex_metrics(vertex_id)
-            records_in[name] = tuple(values.get(f"{i}.numRecordsIn", 0.0) for i in range(parallelism))
-            records_out[name] = sum(values.get(f"{i}.numRecordsOut", 0.0) for i in range(parallelism))
-            busy_ms[name] = tuple(values.get(f"{i}.accumulateBusyTimeMs", 0.0) for i in range(parallelism))
+        for vertex_id, name, parallelism, _ in self._vertices:
+            got = values[vertex_id]
+            records_in[name] = tuple(got.get(f"{i}.numRecordsIn", 0.0) for i in range(parallelism))
+            records_out[name] = sum(got.get(f"{i}.numRecordsOut", 0.0) for i in range(parallelism))
+            busy_ms[name] = tuple(got.get(f"{i}.accumulateBusyTimeMs", 0.0) for i in range(parallelism))
         if "0.numRecordsOut" not in source:
             raise FlinkTestbedError("Flink reports no numRecordsOut for the source")
         emitted = records_out[self._vertices[0][1]]
@@ -308,3 +320,8 @@ def _sleep_until(wall_s: float) -> None:
     remaining = wall_s - time.time()
     if remaining > 0:
         time.sleep(remaining)
+
+
+def _clocks(values: Mapping[str, float]) -> dict[str, float]:
+    """The source subtasks' `clockMs` gauges: they change with every fetch of their TaskManager."""
+    return {k: v for k, v in values.items() if k.endswith(".clockMs")}

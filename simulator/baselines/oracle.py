@@ -14,13 +14,14 @@ ORACLE = "oracle"
 """The oracle floor's name in comparisons (it is no policy)."""
 
 
-def oracle_workers(twin: Twin) -> np.ndarray:
-    """Per simulated second, the fewest workers of a fresh deployment whose capacity ≥ that second's arrivals.
+def oracle_workers(twin: Twin, arrivals_rps: np.ndarray | None = None) -> np.ndarray:
+    """Per simulated second, the fewest workers of a fresh deployment whose capacity ≥ that second's arrivals
+    (by default the seconds the twin has run; `arrivals_rps`: any per-second load, e.g. its whole trace).
 
     Capacity is not monotone in the scale-out under key skew (a larger n can have a hotter worker): the
     smallest n whose capacity reaches the load is where the running maximum of the capacities first does.
     """
-    arrivals = twin.history.view("arrivals")
+    arrivals = twin.history.view("arrivals") if arrivals_rps is None else np.asarray(arrivals_rps)
     max_n = twin.params.max_parallelism
     capacities = np.array([twin.reference_capacity_rps(n) for n in range(1, max_n + 1)])
     envelope = np.maximum.accumulate(capacities)

@@ -248,6 +248,11 @@ def test_oracle_takes_the_fewest_workers_that_carry_each_second():
     assert list(np.unique(floor[:100])) == [1] and list(np.unique(floor[100:200])) == [2]
     assert list(np.unique(floor[200:])) == [3]
     assert floor.mean() == pytest.approx(floor_avg_workers(twin))
+    # any per-second load, not only the seconds run: a fresh twin's whole trace
+    ahead = oracle_workers(
+        Twin(np.repeat([500.0, 2500.0], 50), QUIET, parallelism=1), np.array([2500.0, 500.0])
+    )
+    assert list(ahead) == [3, 1]
 
 
 def _cheapest_schedule_by_enumeration(needed: list[int], budget: int) -> float:
