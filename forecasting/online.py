@@ -180,7 +180,8 @@ class WorkloadForecaster:
 
     def _with_upper(self, forecast: Forecast) -> Forecast:
         """Learn the peak errors of earlier forecasts from the load that arrived, keep this one to judge,
-        and serve it with its bias taken out and its upper bound (`forecasting/interval.py`)."""
+        and serve it with its bias taken out and its upper bound (`forecasting/interval.py`; before any
+        model, at least the fallback window's peak)."""
         grid = self._grid
         # the kept forecasts started at most a horizon and a loop ago: only their span can score them
         start = max(grid.first, grid.end - self.settings.buckets(2 * self.settings.horizon_s + 2 * BAND_S))
@@ -189,7 +190,21 @@ class WorkloadForecaster:
         errors.learn(grid.centres_s(start, grid.end), np.where(observed, values, np.nan))
         errors.record(forecast.start_s, forecast.rates_rps)
         raw = forecast.rates_rps
-        return replace(forecast, central_rps=errors.central(raw), upper_rps=errors.upper(raw))
+        upper = errors.upper(raw)
+        if self._model is None:
+            upper = np.maximum(upper, self._fallback_window_peak_rps())
+        return replace(forecast, central_rps=errors.central(raw), upper_rps=upper)
+
+    def _fallback_window_peak_rps(self) -> float:
+        """The highest rate observed over the fallback's window (0 with none).
+
+        Before any model exists the linear trend is all there is, and a load that just fell extrapolates to
+        zero; the upper bound is then multiplied to nothing. Until a model has seen the load, the plan
+        must not assume it stays below what the last `linear_window_s` carried."""
+        grid = self._grid
+        start = max(grid.first, grid.end - self.settings.buckets(self.settings.linear_window_s))
+        values, observed = grid.since(start)
+        return float(values[observed].max()) if observed.any() else 0.0
 
     def _judge_previous(self) -> float | None:
         """WAPE of the previous ARIMA forecast on the observed buckets it covered; updates the streak."""

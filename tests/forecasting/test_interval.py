@@ -91,3 +91,19 @@ def test_the_forecaster_serves_an_upper_bound_that_covers_a_load_it_under_foreca
     assert np.mean(covered) >= 0.75 and np.mean(covered) >= np.mean(covered_by_mean) + 0.2
     restored = WorkloadForecaster.from_state(forecaster.state_dict(), settings, executor=InlineExecutor())
     assert np.array_equal(restored._peak_errors.factors(0.9), forecaster._peak_errors.factors(0.9))
+
+
+def test_before_any_model_the_upper_bound_keeps_the_peak_of_the_fallback_window():
+    """A load that fell from 1,800 to 250 rps in ten minutes: the linear trend runs to zero, and an upper
+    bound that only multiplies the forecast would follow it down. With no model yet it keeps the highest
+    rate of the fallback's window, so a plan cannot size for less than the job just carried."""
+    settings = ForecastSettings(horizon_s=HORIZON_S, min_history_s=1_800, linear_window_s=600)
+    forecaster = WorkloadForecaster(settings, executor=InlineExecutor())
+    seconds = np.arange(1, 661, dtype=float)
+    rates = np.interp(seconds, [0, 540, 660], [1_800, 250, 250])
+    forecaster.observe(seconds, rates)
+    forecast = forecaster.forecast(660.0)
+    assert forecast.reason.startswith("no model yet")
+    assert forecast.rates_rps.max() < 250  # the trend extrapolates the fall
+    window_peak = rates[seconds > 60].max()
+    assert forecast.upper_rps.min() >= window_peak * 0.99
