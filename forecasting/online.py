@@ -180,8 +180,8 @@ class WorkloadForecaster:
 
     def _with_upper(self, forecast: Forecast) -> Forecast:
         """Learn the peak errors of earlier forecasts from the load that arrived, keep this one to judge,
-        and serve it with its bias taken out and its upper bound (`forecasting/interval.py`; before any
-        model, at least the fallback window's peak)."""
+        and serve it with its bias taken out and its upper bound (`forecasting/interval.py`), at least
+        the bound the forecast came with (`_fallback`'s before any model)."""
         grid = self._grid
         # the kept forecasts started at most a horizon and a loop ago: only their span can score them
         start = max(grid.first, grid.end - self.settings.buckets(2 * self.settings.horizon_s + 2 * BAND_S))
@@ -191,20 +191,9 @@ class WorkloadForecaster:
         errors.record(forecast.start_s, forecast.rates_rps)
         raw = forecast.rates_rps
         upper = errors.upper(raw)
-        if self._model is None:
-            upper = np.maximum(upper, self._fallback_window_peak_rps())
+        if forecast.upper_rps is not None:  # a bound the forecast came with is never lowered
+            upper = np.maximum(upper, forecast.upper_rps)
         return replace(forecast, central_rps=errors.central(raw), upper_rps=upper)
-
-    def _fallback_window_peak_rps(self) -> float:
-        """The highest rate observed over the fallback's window (0 with none).
-
-        Before any model exists the linear trend is all there is, and a load that just fell extrapolates to
-        zero; the upper bound is then multiplied to nothing. Until a model has seen the load, the plan
-        must not assume it stays below what the last `linear_window_s` carried."""
-        grid = self._grid
-        start = max(grid.first, grid.end - self.settings.buckets(self.settings.linear_window_s))
-        values, observed = grid.since(start)
-        return float(values[observed].max()) if observed.any() else 0.0
 
     def _judge_previous(self) -> float | None:
         """WAPE of the previous ARIMA forecast on the observed buckets it covered; updates the streak."""
@@ -447,7 +436,11 @@ class WorkloadForecaster:
     # -- fallback ------------------------------------------------------------------------------------
 
     def _fallback(self, now_s: float, reason: str, last_wape: float | None) -> Forecast:
-        """The linear trend over the last linear_window_s of observed buckets (naive under two)."""
+        """The linear trend over the last linear_window_s of observed buckets (naive under two).
+
+        Before any model it comes with an upper bound at that window's peak: a load that just fell
+        extrapolates to zero, and the empirical bound, a multiple of the forecast, would follow it down.
+        Until a model has seen the load, the plan must not assume it stays below what the window carried."""
         grid = self._grid
         start = max(grid.first, grid.end - self.settings.buckets(self.settings.linear_window_s))
         values, observed = grid.since(start)
@@ -457,7 +450,10 @@ class WorkloadForecaster:
             rates, model = linear_trend_forecast(times_s, values[observed], targets_s), "linear"
         else:
             rates, model = naive_forecast(values, len(targets_s)), "naive"
-        return Forecast(now_s, rates, model, reason, last_wape, self._poor_streak)
+        upper = None
+        if self._model is None and observed.any():
+            upper = np.full(len(rates), values[observed].max())
+        return Forecast(now_s, rates, model, reason, last_wape, self._poor_streak, upper_rps=upper)
 
     # -- persistence ---------------------------------------------------------------------------------
 

@@ -92,7 +92,7 @@ class Forecast:
     the forecaster serves none; `planned_rps` then falls back to the forecast)."""
     upper_rps: np.ndarray | None = None
     """Per second, how high the load may go: the forecast raised by its recent peak errors (None before
-    the forecaster has judged any)."""
+    the forecaster has judged any; before any model, at least the fallback window's peak)."""
 
     @property
     def planned_rps(self) -> np.ndarray:
