@@ -281,6 +281,15 @@ class RecoveryConfig(Section):
     checkpoint_interval_s: float = Field(
         10.0, gt=0, description="Job's checkpoint interval (replay on restart)."
     )
+    scale_out_at_checkpoint: bool = Field(
+        False,
+        description="The job runs on Flink >= 2.0, whose adaptive scheduler (FLIP-461) rescales onto an "
+        "added TaskManager only when a checkpoint has just completed (waiting at most "
+        "jobmanager.adaptive-scheduler.rescale-trigger.max-delay, by default three checkpoint intervals): "
+        "a scale-out replays nothing, and the plan predicts its restart without replay. A scale-in (a "
+        "TaskManager removed) is a failover from the last checkpoint either way. False: Flink 1.x, which "
+        "rolls back to the last periodic checkpoint. The twin follows this setting.",
+    )
     downtime_out_s: float = Field(30.0, ge=0, description="Initial downtime estimate when scaling out.")
     downtime_in_s: float = Field(15.0, ge=0, description="Initial downtime estimate when scaling in.")
     vertex_downtime_s: float = Field(

@@ -167,6 +167,7 @@ def make_policy(config: Config) -> Policy:
             config.recovery.lag_catch_up_s,
             scaling.max_rescales_per_h,
             scaling.size_scale_outs_for == "upper-bound",
+            config.recovery.scale_out_at_checkpoint,
         )
         if scaling.policy == "foresail-cpu-only":
             return proactive
@@ -247,6 +248,7 @@ def make_loop(
             extensions=analysis_extensions(config),
             capacity_model=config.capacity.model,
             lag_slo_s=config.recovery.lag_slo_s,
+            scale_out_at_checkpoint=config.recovery.scale_out_at_checkpoint,
         ),
         make_plan(config),
         knowledge,
@@ -295,6 +297,7 @@ def make_twin(config: Config, initial_scaleout: int | None = None) -> TwinWorld:
         headroom=twin_config.headroom,
         reference_scaleout=twin_config.reference_scaleout,
         checkpoint_interval_s=round(config.recovery.checkpoint_interval_s),
+        scale_out_at_checkpoint=config.recovery.scale_out_at_checkpoint,
         job_profile=twin_config.job_profile,
         managed_mb=config.memory.base_mb,
         process_base_mb=config.memory.process_base_mb,

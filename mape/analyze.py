@@ -42,9 +42,12 @@ class Analyzer:
         extensions: tuple[AnalysisExtension, ...] = (),
         capacity_model: str = "dag",
         lag_slo_s: float | None = None,
+        scale_out_at_checkpoint: bool = False,
     ) -> None:
         self.max_scaleout = max_scaleout
         self.lag_slo_s = lag_slo_s
+        self.scale_out_at_checkpoint = scale_out_at_checkpoint
+        """Flink >= 2.0 (FLIP-461): a scale-out restarts from a checkpoint that just completed, no replay."""
         self.extensions = extensions
         self.capacity_model = capacity_model
         """'dag': bound the job-level capacities by the per-vertex true rates where task metrics exist."""
@@ -184,7 +187,7 @@ class Analyzer:
                     group,
                     forecast_rps,
                     backlog_records,
-                    replay,
+                    0.0 if direction == "out" and self.scale_out_at_checkpoint else replay,
                     knowledge.downtime.estimate(direction),
                     self.lag_slo_s,
                 )

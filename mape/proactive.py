@@ -70,6 +70,7 @@ class ProactivePolicy:
         lag_catch_up_s: float = math.inf,
         max_rescales_per_h: float | None = None,
         scale_out_to_upper: bool = False,
+        scale_out_at_checkpoint: bool = False,
     ) -> None:
         self.min_scaleout = min_scaleout
         self.max_scaleout = max_scaleout
@@ -81,6 +82,7 @@ class ProactivePolicy:
         self.lag_catch_up_s = lag_catch_up_s
         self.max_rescales_per_h = max_rescales_per_h
         self.scale_out_to_upper = scale_out_to_upper
+        self.scale_out_at_checkpoint = scale_out_at_checkpoint
 
     def propose(self, assessment: Assessment, knowledge: Knowledge) -> tuple[int, str, tuple[str, ...]]:
         a = assessment
@@ -209,9 +211,7 @@ class ProactivePolicy:
         upper = _upper(a, a.forecast_rps if a.forecast_rps is not None else np.array([recent]))
         now = a.surge_load_rps
         level = max(now, _peak(upper, self.loop_interval_s))
-        piled_up = a.backlog_records + now * (
-            knowledge.downtime.estimate("out") + self.checkpoint_interval_s / 2
-        )
+        piled_up = a.backlog_records + now * (knowledge.downtime.estimate("out") + self._replay_s("out"))
         needed = level + piled_up / self.surge_drain_s
         target = next(
             (n for n in range(current + 1, self.max_scaleout + 1) if a.planned_capacity(n) >= needed),
@@ -237,7 +237,7 @@ class ProactivePolicy:
 
         Saved: the workers released, for as long as the smaller scale-out carries the forecast (at most
         the horizon). Cost: the restart's downtime at the new scale-out plus the worker-seconds to replay
-        what arrives meanwhile (downtime and half a checkpoint interval), and, when the forecast outgrows
+        what arrives meanwhile (downtime and `_replay_s`), and, when the forecast outgrows
         the smaller scale-out within the horizon, the same for the scale-out back. Expected values: the
         upper bound already guards the near term (the candidate must carry it until recovered)."""
         current = a.current_scaleout
@@ -250,7 +250,7 @@ class ProactivePolicy:
         def restart_ws(direction: str, workers: int) -> float:
             downtime_s = knowledge.downtime.estimate(direction)
             per_worker_rps = a.capacity(workers) / workers
-            replay_ws = rate * (downtime_s + self.checkpoint_interval_s / 2) / per_worker_rps
+            replay_ws = rate * (downtime_s + self._replay_s(direction)) / per_worker_rps
             return downtime_s * workers + replay_ws
 
         cost_ws = restart_ws("in", scaleout)
@@ -262,6 +262,13 @@ class ProactivePolicy:
             f"{cost_ws:.0f}"
         )
         return saved_ws > cost_ws, why
+
+    def _replay_s(self, direction: str) -> float:
+        """Seconds of input a restart is expected to replay: half a checkpoint interval, none on a
+        scale-out that Flink >= 2.0 restarts from a checkpoint that just completed (FLIP-461)."""
+        if direction == "out" and self.scale_out_at_checkpoint:
+            return 0.0
+        return self.checkpoint_interval_s / 2
 
     def _idle(self, a: Assessment, knowledge: Knowledge, load: str) -> tuple[int, str, tuple[str, ...]]:
         """The smallest scale-out whose restart recovers within the target; with no load and no backlog a

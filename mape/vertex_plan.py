@@ -23,8 +23,8 @@ Daedalus's recovery bound, every changed vertex in one rescale.
   shortly after a rescale while it carries the load and drains its backlog by the next loop
   (``vertex-only-if-necessary``; a saturated job carries what it shows, not what the model says);
   else size for the forecast peak, raised in 5% steps until the predicted recovery (the
-  per-vertex path's learned downtime, no replay: Flink 2.x restarts from a checkpoint taken for the
-  rescale) meets the recovery target and the configuration carries the forecast until recovered
+  per-vertex path's learned downtime, no replay: Flink 2.x restarts from the checkpoint it waits for,
+  FLIP-461) meets the recovery target and the configuration carries the forecast until recovered
   (``vertex-long-lived``; ``vertex-max`` when none does). A scale-out is sized for the peak until the plan
   may next replace it (`scale_out_lookahead_s`: stabilization + one loop), not for the whole horizon's:
   a per-vertex rescale pauses the job for seconds, so growing again when the load does costs less than

@@ -68,7 +68,7 @@ class Twin:
     ) -> None:
         """`granularity` 'vertex': the adaptive scheduler, every vertex at its own parallelism (all at
         `parallelism` to start), rescaled by `scale_vertices` with the per-vertex path's short downtime and
-        no replay (Flink 2.x rescales from a checkpoint it takes for the purpose)."""
+        no replay (Flink 2.x restarts from the checkpoint it waits for, FLIP-461)."""
         if granularity not in ("job", "vertex"):
             raise ValueError(f"granularity must be 'job' or 'vertex', got {granularity!r}")
         self.granularity = granularity
@@ -396,6 +396,8 @@ class Twin:
         p = self.params
         if n > self.parallelism:
             downtime_s = self._draw_downtime(p.scale_out_downtime_mean_s, p.scale_out_downtime_sd_s)
+            if p.scale_out_at_checkpoint and self._running:
+                self._checkpoint = self._position
         else:
             downtime_s = self._draw_downtime(p.scale_in_downtime_mean_s, p.scale_in_downtime_sd_s)
         self._resize(n, t)
@@ -432,7 +434,7 @@ class Twin:
         self._deployment.vertex_parallelism = tuple(target)
         self._resize(n, t)
         self._rescales += 1
-        self._checkpoint = self._position  # Flink 2.x restarts from a checkpoint taken for the rescale
+        self._checkpoint = self._position  # Flink 2.x restarts from the checkpoint it waits for
         self._stop(t, downtime_s)
         self.completed_rescales.append(TwinRescale(t, t + downtime_s, dict(zip(names, target, strict=True))))
 

@@ -145,6 +145,31 @@ def test_audit_event_carries_inputs_capacities_and_reasons():
     assert outward and all(s >= 0 for s in outward) and outward == sorted(outward, reverse=True)
 
 
+def test_on_flink_2_a_scale_out_is_predicted_without_replay():
+    """recovery.scale_out_at_checkpoint (FLIP-461): a scale-out's restart replays nothing, so its lag is back
+    within the SLO sooner; a scale-in is a failover from the last checkpoint, predicted as before."""
+    last = {}
+    for at_checkpoint in (False, True):
+        config = Config.model_validate(
+            {"scaling": {"stabilization_s": 0}, "recovery": {"scale_out_at_checkpoint": at_checkpoint}}
+        )
+        world, loop = _twin_loop(config, KnowledgeStore(":memory:"))
+        with capture_logs() as events:
+            _warm(world, loop, 300.0)
+        last[at_checkpoint] = [e for e in events if e["event"] == "iteration"][-1]
+    assert last[True]["inputs"] == last[False]["inputs"]  # the same run up to the prediction
+
+    def lag(at_checkpoint: bool, n: int) -> float:
+        s = last[at_checkpoint]["lag_catch_up_s"][n]
+        return math.inf if s is None else s
+
+    current = last[False]["inputs"]["parallelism"]
+    outward, inward = range(current + 1, 19), range(1, current)
+    assert all(lag(True, n) <= lag(False, n) for n in outward)
+    assert any(lag(True, n) < lag(False, n) for n in outward)
+    assert all(lag(True, n) == lag(False, n) for n in inward)
+
+
 @pytest.mark.parametrize("scaleout", [6, 18])
 def test_capacity_estimate_tracks_the_twin_truth(scaleout):
     config = Config.model_validate(

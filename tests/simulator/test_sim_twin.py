@@ -189,6 +189,22 @@ def test_failure_at_a_checkpoint_replays_nothing():
     assert twin.records_processed_total == twin.records_processed == twin.records_in
 
 
+@pytest.mark.parametrize("at_checkpoint", [False, True])
+def test_a_scale_out_replays_nothing_when_flink_rescales_at_a_checkpoint(at_checkpoint: bool):
+    """Flink >= 2.0 (FLIP-461) restarts an added TaskManager's rescale from a checkpoint that just
+    completed; a scale-in is a failover from the last periodic checkpoint on every version."""
+    params = quiet(worker_capacity_rps=10_000.0, scale_out_at_checkpoint=at_checkpoint)
+    twin = Twin(constant(100, 300), params, parallelism=2)
+    twin.scale_to(3, 37)  # last periodic checkpoint at 30
+    twin.advance_to(150)
+    replayed_out = twin.records_processed_total - twin.records_processed
+    assert replayed_out == (0 if at_checkpoint else 700)
+    twin.scale_to(2, 163)  # the run resumed at 67: its last checkpoint at 157
+    twin.advance_to(300)
+    assert twin.records_processed_total - twin.records_processed - replayed_out == 600
+    assert twin.records_processed == twin.records_in
+
+
 def test_rescale_during_downtime_restarts_the_downtime():
     twin = Twin(constant(100, 300), quiet(), parallelism=2)
     twin.scale_to(3, 13)  # scale-out: down 13..42, rolled back to checkpoint 10
