@@ -161,6 +161,33 @@ def scheduler_problem(rest: FlinkRest) -> str | None:
     )
 
 
+def restart_note(config: Config) -> str | None:
+    """Whether `recovery.scale_out_at_checkpoint` matches the cluster's Flink: from 2.0 on (FLIP-461) a
+    scale-out restarts from a checkpoint that just completed, before it rolls back to the last periodic one.
+    None when they match or no Flink REST API is configured; one line when the version cannot be read."""
+    if config.target.kind != "prometheus+local-flink" and config.prometheus.flink_rest_url is None:
+        return None
+    rest = job_graph_rest(config)
+    if rest is None:
+        return None
+    try:
+        version = rest.flink_version()
+        at_checkpoint = int(version.split(".")[0]) >= 2
+    except (requests.RequestException, KeyError, TypeError, ValueError) as error:
+        return f"cannot read the Flink version at {rest.url} ({type(error).__name__}) to check recovery.scale_out_at_checkpoint"
+    if at_checkpoint == config.recovery.scale_out_at_checkpoint:
+        return None
+    if at_checkpoint:
+        return (
+            f"Flink {version} restarts a scale-out from a checkpoint that just completed (FLIP-461): set "
+            "recovery.scale_out_at_checkpoint: true, or the plan predicts a replay its scale-outs do not make"
+        )
+    return (
+        f"Flink {version} rolls a scale-out back to the last periodic checkpoint: set "
+        "recovery.scale_out_at_checkpoint: false, or the plan predicts no replay where there is one"
+    )
+
+
 def check_connections(
     config: Config, granularity_override: str | None = None
 ) -> list[tuple[str, str | None, bool]]:

@@ -151,6 +151,10 @@ class FlinkRest:
             return "reactive"
         return settings.get("jobmanager.scheduler", "default").lower()
 
+    def flink_version(self) -> str:
+        """The cluster's Flink version, e.g. '2.3.0' (the web UI's /config)."""
+        return str(self._get("/config")["flink-version"])
+
     def taskmanager_count(self) -> int | None:
         try:
             return len(self._get("/taskmanagers")["taskmanagers"])

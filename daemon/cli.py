@@ -281,9 +281,12 @@ def _check_config(args: argparse.Namespace) -> int:
         print(f"  note: {note}")
     if config.target.kind == "twin" or args.no_connect:
         return EXIT_OK
-    from backends.factory import check_connections
+    from backends.factory import check_connections, restart_note
 
     failed = False
+    restart = restart_note(config)
+    if restart is not None:
+        print(f"  note: {restart}")
     for what, problem, required in check_connections(config):
         if problem is None:
             print(f"  {what}: OK")

@@ -150,3 +150,19 @@ def test_vertex_granularity_names_a_cluster_without_the_adaptive_scheduler_a_con
             problem.startswith("configuration error: scaling.granularity is vertex") and expected in problem
         )
     assert not any(what.startswith("per-vertex") for what in job_level)  # job granularity: not asked
+
+
+def test_an_unreachable_flink_rest_api_gives_one_line_about_the_restart_setting(tmp_path, prometheus):
+    from backends.factory import restart_note
+    from config.load import load_config
+
+    with KubeEmulator() as kube:
+        kube.create_deployment("flink", "flink-taskmanager", replicas=1)
+        kube.kubeconfig(tmp_path / "kubeconfig")
+        path = _write(tmp_path, prometheus, tmp_path / "kubeconfig")
+        config = yaml.safe_load(path.read_text())
+        assert restart_note(load_config(path)) is None  # no Flink REST API configured: nothing to check
+        config["prometheus"]["flink_rest_url"] = _closed_port_url()
+        path.write_text(yaml.safe_dump(config))
+        note = restart_note(load_config(path))
+    assert note.startswith("cannot read the Flink version at http://127.0.0.1:") and "\n" not in note
