@@ -163,8 +163,8 @@ def scheduler_problem(rest: FlinkRest) -> str | None:
 
 def restart_note(config: Config) -> str | None:
     """Whether `recovery.scale_out_at_checkpoint` matches the cluster's Flink: from 2.0 on (FLIP-461) a
-    scale-out restarts from a checkpoint that just completed, before it rolls back to the last periodic one.
-    None when they match or no Flink REST API is configured; one line when the version cannot be read."""
+    scale-out restarts from a checkpoint that just completed; before, it rolled back to the last periodic
+    one. None when they match or no Flink REST API is configured; one line when the version is unreadable."""
     if config.target.kind != "prometheus+local-flink" and config.prometheus.flink_rest_url is None:
         return None
     rest = job_graph_rest(config)
