@@ -164,7 +164,10 @@ def scheduler_problem(rest: FlinkRest) -> str | None:
 def restart_note(config: Config) -> str | None:
     """Whether `recovery.scale_out_at_checkpoint` matches the cluster's Flink: from 2.0 on (FLIP-461) a
     scale-out restarts from a checkpoint that just completed; before, it rolled back to the last periodic
-    one. None when they match or no Flink REST API is configured; one line when the version is unreadable."""
+    one. None when they match, at vertex granularity (the per-vertex path restarts from a checkpoint on Flink
+    2.x whatever the setting) or without a Flink REST API; one line when the version is unreadable."""
+    if granularity(config) == "vertex":
+        return None
     if config.target.kind != "prometheus+local-flink" and config.prometheus.flink_rest_url is None:
         return None
     rest = job_graph_rest(config)
@@ -179,8 +182,10 @@ def restart_note(config: Config) -> str | None:
         return None
     if at_checkpoint:
         return (
-            f"Flink {version} restarts a scale-out from a checkpoint that just completed (FLIP-461): set "
-            "recovery.scale_out_at_checkpoint: true, or the plan predicts a replay its scale-outs do not make"
+            f"Flink {version} restarts a scale-out from a checkpoint that just completed (FLIP-461, when "
+            "jobmanager.adaptive-scheduler.rescale-trigger.max-delay is not shorter than the checkpoint "
+            "interval, as by default): set recovery.scale_out_at_checkpoint: true, or the plan predicts a "
+            "replay its scale-outs do not make"
         )
     return (
         f"Flink {version} rolls a scale-out back to the last periodic checkpoint: set "

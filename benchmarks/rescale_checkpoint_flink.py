@@ -70,8 +70,9 @@ def main() -> None:
             stack.cluster.scale_to(1)
             stack.wait_parallelism(1, timeout_s=120)
         finally:
-            log = (stack.state_dir / "jobmanager.log").read_text(errors="replace").splitlines()
             stack.stop()
+        path = stack.state_dir / "jobmanager.log"
+        log = path.read_text(errors="replace").splitlines() if path.is_file() else []
     labels = ("scale-out 1 -> 2", "scale-in 2 -> 1")
     for i, (checkpoint, age_s) in enumerate(restarts(log)):
         what = labels[i] if i < len(labels) else f"restart {i + 1}"

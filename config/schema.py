@@ -287,8 +287,9 @@ class RecoveryConfig(Section):
         "added TaskManager only when a checkpoint has just completed (waiting at most "
         "jobmanager.adaptive-scheduler.rescale-trigger.max-delay, by default three checkpoint intervals): "
         "a scale-out replays nothing, and the plan predicts its restart without replay. A scale-in (a "
-        "TaskManager removed) is a failover from the last checkpoint either way. False: Flink 1.x, which "
-        "rolls back to the last periodic checkpoint. The twin follows this setting.",
+        "TaskManager removed) and a memory change (every TaskManager replaced) are failovers from the last "
+        "checkpoint either way. False: Flink 1.x, which rolls back to the last periodic checkpoint. The twin's "
+        "scale-outs follow this setting. `check-config` notes a mismatch with the cluster's Flink version.",
     )
     downtime_out_s: float = Field(30.0, ge=0, description="Initial downtime estimate when scaling out.")
     downtime_in_s: float = Field(15.0, ge=0, description="Initial downtime estimate when scaling in.")

@@ -1,8 +1,8 @@
 """What the per-vertex plan learns beside the core: the per-vertex path's own downtime, the job graph as last
 seen, and how much of a subtask's busy time is CPU.
 
-The downtime of a per-vertex rescale (the adaptive scheduler's REST PUT, then the job restarts from a
-checkpoint taken for it) is ~3 s on Flink 2.3 against ~35 s for adding a reactive-mode TaskManager
+The downtime of a per-vertex rescale (the adaptive scheduler's REST PUT, then the job restarts from the
+next completed checkpoint) is ~3 s on Flink 2.3 against ~35 s for adding a reactive-mode TaskManager
 (docs: per-vertex.md), so it gets its own `DowntimeModel`, prior `recovery.vertex_downtime_s`, learned only
 from the `CompletedRescale`s of granularity "vertex" that the execute side measures (request → every vertex
 running at its target); the reactive-mode downtimes are never used for it.

@@ -141,6 +141,8 @@ class MemoryAnalysis:
                 rates = per_second(
                     observation.input_timestamps_s, observation.input_rate_rps, observation.time_s
                 )
+                # replacing every TaskManager is a failover on Flink 2.x too: it replays (scale_out_at_checkpoint
+                # is about added TaskManagers only)
                 replay = replay_records(rates, self.checkpoint_interval_s)
                 downtime_s = knowledge.downtime.estimate("out")  # new memory: every pod restarts
                 for other, per_scaleout in capacities.items():

@@ -68,12 +68,14 @@ class TwinParams:
     min_vertex_downtime_s: float = 1.0
     """Lower clip of a drawn per-vertex rescale downtime."""
     checkpoint_interval_s: int = 10
-    """A checkpoint completes every this many seconds of running; a restart rolls back to the last one."""
+    """A checkpoint completes every this many seconds of running; a restart rolls back to the last one
+    (but see `scale_out_at_checkpoint`)."""
     scale_out_at_checkpoint: bool = False
     """Flink >= 2.0 (FLIP-461): the rescale onto an added TaskManager restarts from a checkpoint that has
-    just completed, so a scale-out replays nothing. Flink waits up to a checkpoint interval for it while the
-    job runs on; the twin restarts at once. False: Flink 1.x (Daedalus's 1.16 cluster, which the twin is
-    calibrated on) rolls back to the last periodic checkpoint. Scale-ins are failovers either way."""
+    just completed, so a scale-out replays nothing. Flink waits for the next checkpoint (normally within an
+    interval, at most its max-delay) while the job runs on; the twin restarts at once. False: Flink 1.x
+    (Daedalus's 1.16 cluster, which the twin is calibrated on) rolls back to the last periodic checkpoint.
+    Scale-ins and memory changes (every TaskManager replaced) are failovers either way."""
 
     # --- latency -------------------------------------------------------------------------------------
     base_latency_s: float = 0.5

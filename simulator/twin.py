@@ -381,7 +381,8 @@ class Twin:
             self._step()
 
     def scale_to(self, n: int, now_s: float) -> None:
-        """Rescale at now_s (advancing to it if needed): stop, roll back to the last checkpoint, restart.
+        """Rescale at now_s (advancing to it if needed): stop, roll back to the last checkpoint (a scale-out
+        with `scale_out_at_checkpoint`: to now), restart.
 
         Same n is a no-op; a new n during a downtime restarts the downtime.
         """

@@ -152,17 +152,36 @@ def test_vertex_granularity_names_a_cluster_without_the_adaptive_scheduler_a_con
     assert not any(what.startswith("per-vertex") for what in job_level)  # job granularity: not asked
 
 
-def test_an_unreachable_flink_rest_api_gives_one_line_about_the_restart_setting(tmp_path, prometheus):
-    from backends.factory import restart_note
-    from config.load import load_config
-
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        (json.dumps({"flink-version": "1.20.0"}).encode(), "note: Flink 1.20.0 rolls a scale-out back"),
+        (json.dumps({"flink-version": "2.3.0"}).encode(), None),
+        (b"<html>proxy error</html>", "note: cannot read the Flink version at "),
+        (None, "note: cannot read the Flink version at "),  # nothing listens
+    ],
+)
+def test_check_config_notes_a_restart_setting_that_does_not_match_the_clusters_flink(
+    tmp_path, prometheus, capsys, answer, expected
+):
+    """The config says Flink 2.x scale-outs (recovery.scale_out_at_checkpoint: true). A Flink 1.x JobManager is
+    a stand-in here (only 2.3 runs on this machine; the e2e suite checks the real 2.3 one); an HTML answer
+    and a closed port give one line, never a traceback."""
+    flink = FakeServer(lambda handler: (200, answer)) if answer is not None else None
+    url = flink.url if flink else _closed_port_url()
     with KubeEmulator() as kube:
         kube.create_deployment("flink", "flink-taskmanager", replicas=1)
         kube.kubeconfig(tmp_path / "kubeconfig")
         path = _write(tmp_path, prometheus, tmp_path / "kubeconfig")
         config = yaml.safe_load(path.read_text())
-        assert restart_note(load_config(path)) is None  # no Flink REST API configured: nothing to check
-        config["prometheus"]["flink_rest_url"] = _closed_port_url()
+        config["prometheus"]["flink_rest_url"] = url
+        config["recovery"] = {"scale_out_at_checkpoint": True}
         path.write_text(yaml.safe_dump(config))
-        note = restart_note(load_config(path))
-    assert note.startswith("cannot read the Flink version at http://127.0.0.1:") and "\n" not in note
+        assert main(["check-config", str(path)]) == 0
+    if flink:
+        flink.close()
+    notes = [line.strip() for line in capsys.readouterr().out.splitlines() if "Flink" in line]
+    if expected is None:
+        assert notes == []
+    else:
+        assert len(notes) == 1 and notes[0].startswith(expected), notes

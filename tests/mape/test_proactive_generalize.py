@@ -61,6 +61,17 @@ def test_a_surge_outside_the_forecast_interval_scales_out_to_carry_it_and_its_ba
     assert "62000" in reasons[0]
 
 
+def test_on_flink_2_a_surge_counts_no_replay_for_its_scale_out():
+    """recovery.scale_out_at_checkpoint: the scale-out restarts from a checkpoint that just completed
+    (FLIP-461), so only the 30 s restart piles up: 62k + 62k × 30 / 120 = 77.5k rps needs 8 workers, not the
+    80.1k (9) of a restart that also replays half a checkpoint interval."""
+    a = _assessment(45_000, 40_000, current=4, workload_recent_rps=62_000.0, expected_upper_rps=41_000.0)
+    at_checkpoint = ProactivePolicy(1, 12, 600.0, 60.0, scale_out_at_checkpoint=True)
+    target, rule, _ = at_checkpoint.propose(a, _knowledge())
+    assert rule == "surge" and target == int(np.ceil((62_000 + 62_000 * 30 / 120) / PER_WORKER_RPS)) == 8
+    assert _policy().propose(a, _knowledge())[0] == 9
+
+
 def test_a_surge_is_sized_on_the_newest_sample_when_the_mean_still_holds_the_level_before_a_step():
     # the last 15 s average 45k (20k, 55k, 60k); the newest sample says 60k arrive now
     a = _assessment(
