@@ -22,7 +22,7 @@ from mape.knowledge import Knowledge
 from mape.recent_load import expected_upper_rps, observed_recent_rps
 from mape.vertex_analysis import analyse_vertices, job_level_only, with_needed_parallelism
 from messages.types import Assessment, Observation, WorkerSeries
-from recovery.downtime import direction_of
+from recovery.downtime import direction_of, replays
 from recovery.predict import predict_restarts, replay_records
 
 
@@ -187,7 +187,7 @@ class Analyzer:
                     group,
                     forecast_rps,
                     backlog_records,
-                    0.0 if direction == "out" and self.scale_out_at_checkpoint else replay,
+                    replay if replays(direction, self.scale_out_at_checkpoint) else 0.0,
                     knowledge.downtime.estimate(direction),
                     self.lag_slo_s,
                 )

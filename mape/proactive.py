@@ -49,7 +49,7 @@ import numpy as np
 
 from mape.knowledge import Knowledge
 from messages.types import CAPACITY_RESOLUTION, Assessment
-from recovery.downtime import direction_of
+from recovery.downtime import Direction, direction_of, replays
 
 IDLE_RPS = 1.0
 """Below this average input (and forecast until the next loop) the job counts as idle."""
@@ -247,7 +247,7 @@ class ProactivePolicy:
         saved_ws = (current - scaleout) * valid_s
         rate = float(forecast[: max(1, math.ceil(valid_s))].mean())
 
-        def restart_ws(direction: str, workers: int) -> float:
+        def restart_ws(direction: Direction, workers: int) -> float:
             downtime_s = knowledge.downtime.estimate(direction)
             per_worker_rps = a.capacity(workers) / workers
             replay_ws = rate * (downtime_s + self._replay_s(direction)) / per_worker_rps
@@ -263,12 +263,9 @@ class ProactivePolicy:
         )
         return saved_ws > cost_ws, why
 
-    def _replay_s(self, direction: str) -> float:
-        """Seconds of input a restart is expected to replay: half a checkpoint interval, none on a
-        scale-out that Flink >= 2.0 restarts from a checkpoint that just completed (FLIP-461)."""
-        if direction == "out" and self.scale_out_at_checkpoint:
-            return 0.0
-        return self.checkpoint_interval_s / 2
+    def _replay_s(self, direction: Direction) -> float:
+        """Seconds of input a restart is expected to replay: half a checkpoint interval where it `replays`."""
+        return self.checkpoint_interval_s / 2 if replays(direction, self.scale_out_at_checkpoint) else 0.0
 
     def _idle(self, a: Assessment, knowledge: Knowledge, load: str) -> tuple[int, str, tuple[str, ...]]:
         """The smallest scale-out whose restart recovers within the target; with no load and no backlog a

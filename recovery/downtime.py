@@ -27,6 +27,12 @@ def direction_of(current_scaleout: int, target_scaleout: int) -> Direction:
     return "out" if target_scaleout > current_scaleout else "in"
 
 
+def replays(direction: Direction, scale_out_at_checkpoint: bool) -> bool:
+    """Whether a restart rolls back to the last periodic checkpoint and processes its records again: all do
+    but a scale-out on Flink >= 2.0 (FLIP-461), which restarts from a checkpoint that just completed."""
+    return not (direction == "out" and scale_out_at_checkpoint)
+
+
 class DowntimeModel:
     """Downtime estimates for scaling out and in, learned robustly from observations."""
 
