@@ -147,10 +147,11 @@ class ScalingConfig(Section):
     max_rescales_per_h: float | None = Field(
         None,
         gt=0,
-        description="foresail plan (job granularity): a rescale budget. Once the last hour holds this many "
-        "rescales less one, scale-ins wait (the last one stays free for a scale-out the load needs; "
-        "scale-outs and surges are never held), named `rescale-budget` in the audit log. Fewer restarts "
-        "for more workers; null: no budget.",
+        description="foresail plan: a rescale budget. Once the last hour holds this many rescales less "
+        "one, scale-ins wait (the last one stays free for a scale-out the load needs; scale-outs and surges "
+        "are never held), named `rescale-budget` (`vertex-rescale-budget` per vertex) in the audit log; per "
+        "vertex, scale-outs are then sized for the horizon's peak. Fewer restarts for more workers; 1 never "
+        "scales in; null: no budget.",
     )
     size_scale_outs_for: Literal["forecast", "upper-bound"] = Field(
         "forecast",

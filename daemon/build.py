@@ -154,6 +154,7 @@ def make_policy(config: Config) -> Policy:
             scaling.subtask_price,
             scaling.surge_drain_s,
             scale_out_lookahead_s=scaling.stabilization_s + config.loop.interval_s,
+            max_rescales_per_h=scaling.max_rescales_per_h,
         )
     if scaling.policy in ("foresail", "foresail-cpu-only"):
         proactive = ProactivePolicy(

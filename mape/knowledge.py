@@ -141,6 +141,19 @@ class Knowledge:
         """Rescales executed after `time_s`."""
         return sum(1 for t in self.rescale_times_s if t > time_s)
 
+    def rescale_budget_spent(self, time_s: float, max_rescales_per_h: float | None) -> str:
+        """Why a scale-in waits for the rescale budget at `time_s` ('' when it need not): the last hour
+        holds the budget less one rescale, and the last one stays free for a scale-out the load needs."""
+        if max_rescales_per_h is None:
+            return ""
+        recent = self.rescales_since(time_s - 3600.0)
+        if recent < max_rescales_per_h - 1:
+            return ""
+        return (
+            f"rescale budget: {recent} rescales in the last hour of {max_rescales_per_h:g} "
+            "(the last one is kept for a scale-out)"
+        )
+
     @classmethod
     def fresh(cls, settings: KnowledgeSettings) -> Knowledge:
         return cls.from_state({}, settings)

@@ -123,7 +123,7 @@ class ProactivePolicy:
 
         skipped: list[str] = []
         not_worth: list[str] = []
-        budget_spent = self._budget_spent(a, knowledge)
+        budget_spent = knowledge.rescale_budget_spent(a.time_s, self.max_rescales_per_h)
         held_by_budget = False
         for scaleout in range(self.min_scaleout, self.max_scaleout + 1):
             capacity = a.planned_capacity(scaleout)
@@ -184,18 +184,6 @@ class ProactivePolicy:
                 f"{short} scale-outs with capacity ≤ average",
                 *skipped[-3:],
             ),
-        )
-
-    def _budget_spent(self, a: Assessment, knowledge: Knowledge) -> str:
-        """Why scale-ins wait for the rescale budget ('' when they need not)."""
-        if self.max_rescales_per_h is None:
-            return ""
-        recent = knowledge.rescales_since(a.time_s - 3600.0)
-        if recent < self.max_rescales_per_h - 1:
-            return ""
-        return (
-            f"rescale budget: {recent} rescales in the last hour of {self.max_rescales_per_h:g} "
-            "(the last one is kept for a scale-out)"
         )
 
     def urgent(self, a: Assessment, knowledge: Knowledge) -> tuple[int, str, tuple[str, ...]] | None:

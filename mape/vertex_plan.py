@@ -39,6 +39,10 @@ Daedalus's recovery bound, every changed vertex in one rescale.
   last seconds leaves the previous forecast's upper bound and exceeds what the running configuration
   carries, every vertex is sized at once for that load (or the next loop's forecast) plus the backlog and
   what piles up during the pause, drained within `surge_drain_s`; none comes down.
+- Rescale budget (`max_rescales_per_h`, as at job granularity, mape/proactive.py): once the last hour holds
+  the budget less one rescale, the scale-in waits (``vertex-rescale-budget``); scale-outs and surges are
+  never held, and are sized for the whole horizon's peak instead of the lookahead's, since the budget may
+  keep them that long.
 - A vertex is scaled down on its own only when that saves slots (or the subtask price); in a rescale that
   happens anyway, vertices above their need come down with it (``ride-along-down``). Every vertex's rule
   is in the decision (`Decision.vertex_rules`).
@@ -375,10 +379,13 @@ class VertexPolicy:
         subtask_price: float = 0.0,
         surge_drain_s: float = 120.0,
         scale_out_lookahead_s: float = math.inf,
+        max_rescales_per_h: float | None = None,
     ) -> None:
-        self.scale_out_lookahead_s = scale_out_lookahead_s
-        """A scale-out is sized for the forecast peak of this long (the earliest the plan may replace it);
-        a scale-in, for the whole horizon's."""
+        self.scale_out_lookahead_s = scale_out_lookahead_s if max_rescales_per_h is None else math.inf
+        """A scale-out is sized for the forecast peak of this long (the earliest the plan may replace it;
+        under a rescale budget, the whole horizon's: it may have to stand that long); a scale-in, for the
+        whole horizon's."""
+        self.max_rescales_per_h = max_rescales_per_h
         self.min_taskmanagers = min_taskmanagers
         self.max_taskmanagers = max_taskmanagers
         self.recovery_target_s = recovery_target_s
@@ -516,6 +523,17 @@ class VertexPolicy:
             if too_costly:
                 return proposal(
                     running, "latency-spacing", now, load, held, rules=dict.fromkeys(current, "keep-latency")
+                )
+            budget_spent = knowledge.rescale_budget_spent(a.time_s, self.max_rescales_per_h)
+            if self._saves(running, chosen) and not catching_up and budget_spent:
+                return proposal(
+                    running,
+                    "vertex-rescale-budget",
+                    now,
+                    load,
+                    f"candidate: {chosen.slots} slots ({why})",
+                    budget_spent,
+                    rules=dict.fromkeys(current, "keep-rescale-budget"),
                 )
             if self._saves(running, chosen) and not catching_up:
                 target = sizing.evaluate(chosen.parallelism, _labelled(chosen, current, "scale-down"))

@@ -207,6 +207,25 @@ def test_a_scale_down_that_saves_slots_happens_when_caught_up_only():
     assert catching_up.vertex_parallelism == catching_up.current_vertex_parallelism
 
 
+def test_under_a_rescale_budget_a_scale_in_waits_for_the_last_hour_and_a_scale_out_carries_the_horizon():
+    knowledge = knowledge_with(FakeDag())  # assessed at 3,600 s
+    knowledge.record_rescale(3_000.0, 4)
+    held = policy(max_rescales_per_h=2.0).propose_configuration(assessment(1_500.0), knowledge)
+    assert held.rule == "vertex-rescale-budget"
+    assert held.vertex_parallelism == held.current_vertex_parallelism
+    assert "1 rescales in the last hour of 2" in " ".join(held.reasons)
+    assert set(held.vertex_rules.values()) == {"keep-rescale-budget"}
+    assert policy(max_rescales_per_h=3.0).propose_configuration(assessment(1_500.0), knowledge).scaleout == 2
+    earlier = knowledge_with(FakeDag())
+    earlier.record_rescale(3_600.0 - 3_700.0, 4)  # out of the last hour: the scale-in goes ahead
+    down = policy(max_rescales_per_h=2.0).propose_configuration(assessment(1_500.0), earlier)
+    assert down.vertex_parallelism == {"src": 1, "map": 2, "agg": 1}
+    # a scale-out is never held; under a budget it is sized for the horizon, not the next 240 s
+    rising = dataclasses.replace(assessment(4_500.0), forecast_rps=np.repeat([4_500.0, 9_500.0], [600, 300]))
+    up = policy(scale_out_lookahead_s=240.0, max_rescales_per_h=2.0).propose_configuration(rising, knowledge)
+    assert up.vertex_parallelism == {"src": 1, "map": 10, "agg": 5}
+
+
 def test_latency_floors_raise_vertices_above_the_ds2_walk_and_invalidate_a_running_one_below():
     terms = LatencyTerms({"agg": 8}, slack_s=1.5, budget_s=math.inf, reasons=("latency: floors",))
     up = policy().propose_configuration(assessment(9_500.0), knowledge_with(FakeDag()), terms)
