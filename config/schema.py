@@ -153,6 +153,16 @@ class ScalingConfig(Section):
         "vertex, scale-outs are then sized for the horizon's peak. Fewer restarts for more workers; 1 never "
         "scales in; null: no budget.",
     )
+    max_scale_in_share: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="foresail plan per vertex (scaling.granularity: vertex): the largest share of the running "
+        "configuration's modelled capacity one scale-in gives up (the Flink operator's "
+        "scale-down.max-factor is 0.6); further scale-ins follow loop by loop. A far smaller configuration "
+        "is sized on rates learned at this one and may carry less (a session window's cost grows with the "
+        "keys each subtask holds). null: no limit.",
+    )
     size_scale_outs_for: Literal["forecast", "upper-bound"] = Field(
         "forecast",
         description="foresail plan (job granularity): what a `long-lived` scale-out carries over the "

@@ -155,6 +155,7 @@ def make_policy(config: Config) -> Policy:
             scaling.surge_drain_s,
             scale_out_lookahead_s=scaling.stabilization_s + config.loop.interval_s,
             max_rescales_per_h=scaling.max_rescales_per_h,
+            max_scale_in_share=scaling.max_scale_in_share,
         )
     if scaling.policy in ("foresail", "foresail-cpu-only"):
         proactive = ProactivePolicy(

@@ -39,6 +39,11 @@ Daedalus's recovery bound, every changed vertex in one rescale.
   last seconds leaves the previous forecast's upper bound and exceeds what the running configuration
   carries, every vertex is sized at once for that load (or the next loop's forecast) plus the backlog and
   what piles up during the pause, drained within `surge_drain_s`; none comes down.
+- With `max_scale_in_share` (off by default), a scale-in gives up at most that share of the running
+  configuration's modelled capacity (the Flink operator's `scale-down.max-factor`, 0.6 there): a
+  configuration far below the running one is sized on rates learned here, and a vertex whose per-record
+  cost grows with the keys each subtask holds (a session window) carries less there than they promise.
+  The next scale-in goes on from there.
 - Rescale budget (`max_rescales_per_h`, as at job granularity, mape/proactive.py): once the last hour holds
   the budget less one rescale, the scale-in waits (``vertex-rescale-budget``); scale-outs and surges are
   never held, and are sized for the whole horizon's peak instead of the lookahead's, since the budget may
@@ -152,6 +157,8 @@ class Sizing:
         self.dag, self.ratios = dag, ratios
         self._cpu: dict[tuple[str, int], np.ndarray] = {}
         self.curves: dict[str, np.ndarray] = {}
+        self.kinds: dict[str, list[str]] = {}
+        """Vertex id → where each parallelism's capacity comes from ('observed', 'nearest', …)."""
         self.known: dict[str, bool] = {}
         for vertex in graph.vertices:
             top = max(1, min(vertex.max_parallelism, max_slots))
@@ -162,6 +169,7 @@ class Sizing:
                 factors = [largest_range_factor(p, vertex.max_parallelism) for p in range(1, top + 1)]
                 capacities = capacities / np.array(factors)
             self.curves[vertex.vertex_id] = capacities
+            self.kinds[vertex.vertex_id] = list(kinds)
             self.known[vertex.vertex_id] = kinds[0] not in ("unknown",)
 
     @property
@@ -171,6 +179,13 @@ class Sizing:
     def capacity(self, vertex_id: str, parallelism: int) -> float:
         curve = self.curves[vertex_id]
         return float(curve[min(parallelism, len(curve)) - 1]) if self.known[vertex_id] else math.inf
+
+    def extrapolated(self, parallelism: Mapping[str, int]) -> bool:
+        """Whether a vertex of rate learned runs at a parallelism never seen (its rate carried over)."""
+        return any(
+            self.known[vid] and self.kinds[vid][min(p, len(self.kinds[vid])) - 1] == "nearest"
+            for vid, p in parallelism.items()
+        )
 
     def cpu_per_record(self, vertex_id: str, parallelism: int) -> np.ndarray:
         """Per subtask, the CPU seconds one source record costs it (its busy seconds: its share over its
@@ -380,12 +395,15 @@ class VertexPolicy:
         surge_drain_s: float = 120.0,
         scale_out_lookahead_s: float = math.inf,
         max_rescales_per_h: float | None = None,
+        max_scale_in_share: float | None = None,
     ) -> None:
         self.scale_out_lookahead_s = scale_out_lookahead_s if max_rescales_per_h is None else math.inf
         """A scale-out is sized for the forecast peak of this long (the earliest the plan may replace it;
         under a rescale budget, the whole horizon's: it may have to stand that long); a scale-in, for the
         whole horizon's."""
         self.max_rescales_per_h = max_rescales_per_h
+        self.max_scale_in_share = max_scale_in_share
+        """Largest share of the running configuration's capacity one scale-in gives up (None: no limit)."""
         self.min_taskmanagers = min_taskmanagers
         self.max_taskmanagers = max_taskmanagers
         self.recovery_target_s = recovery_target_s
@@ -497,6 +515,7 @@ class VertexPolicy:
         chosen, rule, why = self._candidate(*known, self.scale_out_lookahead_s)
         if chosen.slots <= running.slots:  # no scale-out: what comes down must carry the whole horizon
             chosen, rule, why = self._candidate(*known)
+            chosen, why = self._limit_scale_in(context, running, chosen, why)
         running_valid = (  # Daedalus: the current scale-out needs only carry the load until recovered
             running.capacity_rps > average
             and drain_s <= self.recovery_target_s
@@ -524,18 +543,18 @@ class VertexPolicy:
                 return proposal(
                     running, "latency-spacing", now, load, held, rules=dict.fromkeys(current, "keep-latency")
                 )
-            budget_spent = knowledge.rescale_budget_spent(a.time_s, self.max_rescales_per_h)
-            if self._saves(running, chosen) and not catching_up and budget_spent:
-                return proposal(
-                    running,
-                    "vertex-rescale-budget",
-                    now,
-                    load,
-                    f"candidate: {chosen.slots} slots ({why})",
-                    budget_spent,
-                    rules=dict.fromkeys(current, "keep-rescale-budget"),
-                )
             if self._saves(running, chosen) and not catching_up:
+                budget_spent = knowledge.rescale_budget_spent(a.time_s, self.max_rescales_per_h)
+                if budget_spent:
+                    return proposal(
+                        running,
+                        "vertex-rescale-budget",
+                        now,
+                        load,
+                        f"candidate: {chosen.slots} slots ({why})",
+                        budget_spent,
+                        rules=dict.fromkeys(current, "keep-rescale-budget"),
+                    )
                 target = sizing.evaluate(chosen.parallelism, _labelled(chosen, current, "scale-down"))
                 return proposal(target, rule, why, now, load, "needs fewer slots")
             return proposal(
@@ -586,6 +605,27 @@ class VertexPolicy:
                 return config, "vertex-long-lived", why
         config = sizing.configuration(math.inf, current, floors)
         return config, "vertex-max", "no configuration recovers within the target: the largest"
+
+    def _limit_scale_in(
+        self, context: _Context, running: VertexConfiguration, chosen: VertexConfiguration, why: str
+    ) -> tuple[VertexConfiguration, str]:
+        """`chosen`, or where it gives up more than `max_scale_in_share` of the running configuration's
+        capacity, the configuration for what that leaves: the rates a far smaller configuration is sized on
+        were learned at this one, and a vertex whose cost grows with the keys each subtask holds carries
+        less there than they say."""
+        share = self.max_scale_in_share
+        if (
+            share is None
+            or chosen.capacity_rps >= (1.0 - share) * running.capacity_rps
+            or not context.sizing.extrapolated(chosen.parallelism)
+        ):
+            return chosen, why
+        floor_rps = (1.0 - share) * running.capacity_rps
+        limited = context.sizing.configuration(floor_rps, context.current, context.floors)
+        return limited, (
+            f"{why}; a scale-in gives up at most {share:.0%} of the running {running.capacity_rps:.0f} rps: "
+            f"sized for {floor_rps:.0f} rps"
+        )
 
     def _affordable(
         self, context: _Context, chosen, running, load_rps, latency, pause_s

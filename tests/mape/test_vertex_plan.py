@@ -55,8 +55,9 @@ class _Learned:
 class FakeDag:
     """The slice of capacity/dag.py the plan reads: capacities linear in the parallelism."""
 
-    def __init__(self, rates=RATES, unknown=()):
-        self.rates, self.unknown = rates, set(unknown)
+    def __init__(self, rates=RATES, unknown=(), seen=None):
+        self.rates, self.unknown, self.seen = rates, set(unknown), seen
+        """Parallelisms whose rates were observed (None: all); the others' are carried over ('nearest')."""
         self.vertices = {vid: _Learned() for vid in rates}
 
     def input_ratios(self, graph):
@@ -73,7 +74,8 @@ class FakeDag:
     def capacity_curve(self, graph, vertex_id, ratio, top):
         if vertex_id in self.unknown:
             return np.full(top, math.inf), ["unknown"] * top
-        return np.arange(1, top + 1) * self.rates[vertex_id], ["observed"] * top
+        kinds = ["observed" if self.seen is None or p in self.seen else "nearest" for p in range(1, top + 1)]
+        return np.arange(1, top + 1) * self.rates[vertex_id], kinds
 
 
 def knowledge_with(dag, *, cpu_per_busy=0.1, downtime_s=3.0, last_rescale_s=None) -> Knowledge:
@@ -205,6 +207,20 @@ def test_a_scale_down_that_saves_slots_happens_when_caught_up_only():
     catching_up = policy().propose_configuration(assessment(1_500.0, backlog=300_000.0), knowledge)
     assert catching_up.rule == "vertex-current-valid"
     assert catching_up.vertex_parallelism == catching_up.current_vertex_parallelism
+
+
+def test_a_scale_in_below_every_parallelism_seen_gives_up_at_most_its_share_of_the_running_capacity():
+    knowledge = knowledge_with(FakeDag(seen={2, 4}))  # running src 2, map 4, agg 4: carries 4,000 rps (map)
+    free = policy().propose_configuration(assessment(500.0), knowledge)
+    assert free.vertex_parallelism == {"src": 1, "map": 1, "agg": 1}  # 1,000 rps: a quarter of the capacity
+    limited = policy(max_scale_in_share=0.6).propose_configuration(assessment(500.0), knowledge)
+    assert limited.vertex_parallelism == {"src": 1, "map": 2, "agg": 1}  # sized for 40%: 1,600 rps
+    assert "gives up at most 60% of the running 4000 rps" in " ".join(limited.reasons)
+    within = policy(max_scale_in_share=0.6).propose_configuration(assessment(1_500.0), knowledge)
+    assert within.vertex_parallelism == {"src": 1, "map": 2, "agg": 1}  # 2,000 ≥ 1,600: as chosen
+    seen = knowledge_with(FakeDag())  # every parallelism's rate observed: the model is trusted all the way
+    trusted = policy(max_scale_in_share=0.6).propose_configuration(assessment(500.0), seen)
+    assert trusted.vertex_parallelism == {"src": 1, "map": 1, "agg": 1}
 
 
 def test_under_a_rescale_budget_a_scale_in_waits_for_the_last_hour_and_a_scale_out_carries_the_horizon():
