@@ -158,10 +158,10 @@ class ScalingConfig(Section):
         gt=0,
         le=1,
         description="foresail plan per vertex (scaling.granularity: vertex): the largest share of the running "
-        "configuration's modelled capacity one scale-in gives up (the Flink operator's "
-        "scale-down.max-factor is 0.6); further scale-ins follow loop by loop. A far smaller configuration "
-        "is sized on rates learned at this one and may carry less (a session window's cost grows with the "
-        "keys each subtask holds). null: no limit.",
+        "configuration's modelled capacity one scale-in into parallelisms never seen gives up (the Flink "
+        "operator's scale-down.max-factor is 0.6); further scale-ins follow loop by loop. A rate carried "
+        "over from another parallelism may over-promise (a session window's cost grows with the keys each "
+        "subtask holds). null: no limit.",
     )
     size_scale_outs_for: Literal["forecast", "upper-bound"] = Field(
         "forecast",

@@ -39,11 +39,11 @@ Daedalus's recovery bound, every changed vertex in one rescale.
   last seconds leaves the previous forecast's upper bound and exceeds what the running configuration
   carries, every vertex is sized at once for that load (or the next loop's forecast) plus the backlog and
   what piles up during the pause, drained within `surge_drain_s`; none comes down.
-- With `max_scale_in_share` (off by default), a scale-in gives up at most that share of the running
-  configuration's modelled capacity (the Flink operator's `scale-down.max-factor`, 0.6 there): a
-  configuration far below the running one is sized on rates learned here, and a vertex whose per-record
-  cost grows with the keys each subtask holds (a session window) carries less there than they promise.
-  The next scale-in goes on from there.
+- With `max_scale_in_share` (off by default), a scale-in that runs a vertex at a parallelism never seen
+  (its rate carried over from the nearest seen) gives up at most that share of the running configuration's
+  modelled capacity (the Flink operator's `scale-down.max-factor`, 0.6 there): a vertex whose per-record
+  cost grows with the keys each subtask holds (a session window) carries less there than the carried-over
+  rate promises. The next scale-in goes on from there.
 - Rescale budget (`max_rescales_per_h`, as at job granularity, mape/proactive.py): once the last hour holds
   the budget less one rescale, the scale-in waits (``vertex-rescale-budget``); scale-outs and surges are
   never held, and are sized for the whole horizon's peak instead of the lookahead's, since the budget may
@@ -609,10 +609,10 @@ class VertexPolicy:
     def _limit_scale_in(
         self, context: _Context, running: VertexConfiguration, chosen: VertexConfiguration, why: str
     ) -> tuple[VertexConfiguration, str]:
-        """`chosen`, or where it gives up more than `max_scale_in_share` of the running configuration's
-        capacity, the configuration for what that leaves: the rates a far smaller configuration is sized on
-        were learned at this one, and a vertex whose cost grows with the keys each subtask holds carries
-        less there than they say."""
+        """`chosen`, or where it runs a vertex at a parallelism never seen and gives up more than
+        `max_scale_in_share` of the running configuration's capacity, the configuration for what that
+        leaves: a rate carried over from another parallelism over-promises for a vertex whose cost grows
+        with the keys each subtask holds."""
         share = self.max_scale_in_share
         if (
             share is None
