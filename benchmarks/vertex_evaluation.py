@@ -118,10 +118,15 @@ def best(rows: list[dict], prefix: str) -> dict | None:
     return min(candidates, key=lambda r: (r["seconds_over_slo"], r["cpu_seconds"]), default=None)
 
 
+def cells(results: list[dict]):
+    """(topology, trace, its rows) per cell, in the order the results first name them."""
+    for topology, trace in dict.fromkeys((r["topology"], r["trace"]) for r in results):
+        yield topology, trace, [r for r in results if (r["topology"], r["trace"]) == (topology, trace)]
+
+
 def checks(results: list[dict]) -> list[str]:
     lines = []
-    for topology, trace in dict.fromkeys((r["topology"], r["trace"]) for r in results):
-        rows = [r for r in results if (r["topology"], r["trace"]) == (topology, trace)]
+    for topology, trace, rows in cells(results):
         by = {r["variant"]: r for r in rows}
         ours, job = by.get("foresail"), by.get("foresail:job")
         if ours is None:
@@ -162,8 +167,7 @@ def budget_table(results: list[dict]) -> str:
         "|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     met: dict[str, list[int]] = {}
-    for topology, trace in dict.fromkeys((r["topology"], r["trace"]) for r in results):
-        rows = [r for r in results if (r["topology"], r["trace"]) == (topology, trace)]
+    for topology, trace, rows in cells(results):
         operator, ds2 = best(rows, "flink-operator"), best(rows, "ds2")
         if operator is None or ds2 is None:
             continue
@@ -251,11 +255,11 @@ def main() -> None:
     results, cold, kept = [], [], []
     if (args.render_only or args.add) and args.report:
         saved = json.loads((args.report.with_suffix("") / "summary.json").read_text())
-        kept, cold = [r for r in saved["runs"] if r["variant"] not in variants], saved["cold_start"]
-        args.no_cold = True
-        args.no_traces = args.render_only
-        if args.render_only:
-            kept = saved["runs"]
+        cold = saved["cold_start"]
+        kept = (
+            saved["runs"] if args.render_only else [r for r in saved["runs"] if r["variant"] not in variants]
+        )
+        args.no_cold, args.no_traces = True, args.render_only
     with tempfile.TemporaryDirectory() as directory, ProcessPoolExecutor(args.jobs) as pool:
         paths = short_traces(traces, args.duration_s, Path(directory))
         if not args.no_traces:

@@ -614,13 +614,11 @@ class VertexPolicy:
         leaves: a rate carried over from another parallelism over-promises for a vertex whose cost grows
         with the keys each subtask holds."""
         share = self.max_scale_in_share
-        if (
-            share is None
-            or chosen.capacity_rps >= (1.0 - share) * running.capacity_rps
-            or not context.sizing.extrapolated(chosen.parallelism)
-        ):
+        if share is None:
             return chosen, why
         floor_rps = (1.0 - share) * running.capacity_rps
+        if chosen.capacity_rps >= floor_rps or not context.sizing.extrapolated(chosen.parallelism):
+            return chosen, why
         limited = context.sizing.configuration(floor_rps, context.current, context.floors)
         return limited, (
             f"{why}; a scale-in gives up at most {share:.0%} of the running {running.capacity_rps:.0f} rps: "
