@@ -157,11 +157,12 @@ class ScalingConfig(Section):
         None,
         gt=0,
         le=1,
-        description="foresail plan per vertex (scaling.granularity: vertex): the largest share of the running "
-        "configuration's modelled capacity one scale-in into parallelisms never seen gives up (the Flink "
-        "operator's scale-down.max-factor is 0.6); further scale-ins follow loop by loop. A rate carried "
-        "over from another parallelism may over-promise (a session window's cost grows with the keys each "
-        "subtask holds). null: no limit.",
+        description="foresail plan: the largest share of the running capacity one scale-in into a "
+        "configuration never measured gives up (job granularity: a scale-out below every one measured; "
+        "vertex granularity: a vertex at a parallelism never seen; the Flink operator's "
+        "scale-down.max-factor is 0.6); further scale-ins follow loop by loop. A rate carried over from "
+        "another scale-out may over-promise (a session window's cost grows with the keys each subtask "
+        "holds). null: no limit.",
     )
     size_scale_outs_for: Literal["forecast", "upper-bound"] = Field(
         "forecast",

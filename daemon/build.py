@@ -170,6 +170,7 @@ def make_policy(config: Config) -> Policy:
             scaling.max_rescales_per_h,
             scaling.size_scale_outs_for == "upper-bound",
             config.recovery.scale_out_at_checkpoint,
+            scaling.max_scale_in_share,
         )
         if scaling.policy == "foresail-cpu-only":
             return proactive

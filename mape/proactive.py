@@ -38,7 +38,8 @@ the excess times 1 / (1 − ρ), ρ the utilization right after the rescale, so 
 operator's catch-up duration bounds the same thing). A scale-in's restart is shorter and, on the shared
 traces, rarely crosses the SLO; bounding it too kept 8% more workers for 12% fewer seconds over the SLO.
 Scaling in is skipped while the job still catches up (backlog larger than what the candidate processes in
-one loop: records against records).
+one loop: records against records), and, with `max_scale_in_share`, into a scale-out below every one
+measured that gives up more than that share of the running capacity.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ class ProactivePolicy:
         max_rescales_per_h: float | None = None,
         scale_out_to_upper: bool = False,
         scale_out_at_checkpoint: bool = False,
+        max_scale_in_share: float | None = None,
     ) -> None:
         self.min_scaleout = min_scaleout
         self.max_scaleout = max_scaleout
@@ -83,6 +85,7 @@ class ProactivePolicy:
         self.max_rescales_per_h = max_rescales_per_h
         self.scale_out_to_upper = scale_out_to_upper
         self.scale_out_at_checkpoint = scale_out_at_checkpoint
+        self.max_scale_in_share = max_scale_in_share
 
     def propose(self, assessment: Assessment, knowledge: Knowledge) -> tuple[int, str, tuple[str, ...]]:
         a = assessment
@@ -158,6 +161,10 @@ class ProactivePolicy:
                 continue
             if scaleout < current and budget_spent:
                 held_by_budget = True
+                continue
+            too_far = self._gives_up_too_much(a, scaleout)
+            if too_far:
+                skipped.append(too_far)
                 continue
             if scaleout < current:
                 worth, why = self._scale_in_pays(a, knowledge, scaleout, forecast)
@@ -250,6 +257,25 @@ class ProactivePolicy:
             f"{cost_ws:.0f}"
         )
         return saved_ws > cost_ws, why
+
+    def _gives_up_too_much(self, a: Assessment, scaleout: int) -> str | None:
+        """Why scaling in to `scaleout` gives up too much, or None: with `max_scale_in_share`, a scale-out
+        below every one measured (its capacity extrapolated) may give up at most that share of the running
+        capacity, as the candidates are tried from the smallest up the first within it is taken. A rate per
+        worker carried down from larger scale-outs over-promises for a job whose cost per record grows with
+        the keys each subtask holds (a session window)."""
+        share = self.max_scale_in_share
+        extrapolated = a.capacity_sources.get(scaleout) == "extrapolated"
+        if share is None or scaleout >= a.current_scaleout or not extrapolated:
+            return None
+        running_rps = a.capacity(a.current_scaleout)
+        floor_rps = (1.0 - share) * running_rps
+        if not a.planned_capacity(scaleout) < floor_rps:
+            return None
+        return (
+            f"{scaleout}: never measured, and a scale-in gives up at most {share:.0%} of the running "
+            f"{running_rps:.0f} rps (keeps {floor_rps:.0f})"
+        )
 
     def _replay_s(self, direction: Direction) -> float:
         """Seconds of input a restart is expected to replay: half a checkpoint interval where it `replays`."""

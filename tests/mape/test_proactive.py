@@ -129,6 +129,23 @@ def test_backlog_is_compared_in_records_not_rates():
     assert _policy().propose(assessment, _knowledge())[0] == 2
 
 
+def test_a_scale_in_below_every_scaleout_measured_gives_up_at_most_its_share_of_the_running_capacity():
+    # load fell to 15k at 10 workers (100k): 2 would carry it, but only 10 was ever measured
+    measured_at_10 = dataclasses.replace(
+        _assessment(15_000, 15_000.0, current=10),
+        capacity_sources=dict.fromkeys(range(1, 13), "extrapolated") | {10: "observed"},
+    )
+    limited = ProactivePolicy(1, 12, 600.0, 60.0, max_scale_in_share=0.6)
+    target, rule, reasons = limited.propose(measured_at_10, _knowledge())
+    assert (target, rule) == (4, "long-lived")  # 4 × 10k keeps 40% of the running 100k
+    assert any("gives up at most 60%" in r for r in reasons)
+    assert _policy().propose(measured_at_10, _knowledge())[:2] == (2, "long-lived")  # no limit
+    measured_at_2 = dataclasses.replace(
+        measured_at_10, capacity_sources=measured_at_10.capacity_sources | {2: "observed"}
+    )
+    assert limited.propose(measured_at_2, _knowledge())[:2] == (2, "long-lived")  # 2 was seen: trusted
+
+
 def test_max_scaleout_when_nothing_is_valid():
     target, rule, _ = _policy().propose(_assessment(500_000, 500_000.0), _knowledge())
     assert (target, rule) == (12, "max-scaleout")
