@@ -261,7 +261,7 @@ class ProactivePolicy:
     def _gives_up_too_much(self, a: Assessment, scaleout: int) -> str | None:
         """Why scaling in to `scaleout` gives up too much, or None: with `max_scale_in_share`, a scale-out
         below every one measured (its capacity extrapolated) may give up at most that share of the running
-        capacity, as the candidates are tried from the smallest up the first within it is taken. A rate per
+        capacity; the candidates are tried from the smallest up, so the first within it is taken. A rate per
         worker carried down from larger scale-outs over-promises for a job whose cost per record grows with
         the keys each subtask holds (a session window)."""
         share = self.max_scale_in_share

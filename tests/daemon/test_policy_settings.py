@@ -1,0 +1,25 @@
+"""The plan's scale-in settings reach the policy the daemon builds, at either granularity."""
+
+from __future__ import annotations
+
+import pytest
+
+from config.load import parse_config
+from daemon.build import make_policy
+from mape.proactive import ProactivePolicy
+from mape.vertex_plan import VertexPolicy
+
+
+def _plan(scaling: dict) -> ProactivePolicy | VertexPolicy:
+    built = make_policy(parse_config({"scaling": scaling}, "test"))
+    return getattr(built, "cpu", built)  # the memory levels wrap the CPU plan
+
+
+@pytest.mark.parametrize("policy", ["foresail", "foresail-cpu-only"])
+@pytest.mark.parametrize("granularity", ["job", "vertex"])
+def test_the_scale_in_limit_and_the_rescale_budget_reach_the_plan(policy, granularity):
+    chosen = {"policy": policy, "granularity": granularity}
+    plan = _plan(chosen | {"max_scale_in_share": 0.6, "max_rescales_per_h": 3})
+    assert isinstance(plan, VertexPolicy if granularity == "vertex" else ProactivePolicy)
+    assert (plan.max_scale_in_share, plan.max_rescales_per_h) == (0.6, 3)
+    assert (_plan(chosen).max_scale_in_share, _plan(chosen).max_rescales_per_h) == (None, None)
