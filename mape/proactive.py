@@ -265,8 +265,11 @@ class ProactivePolicy:
         worker carried down from larger scale-outs over-promises for a job whose cost per record grows with
         the keys each subtask holds (a session window)."""
         share = self.max_scale_in_share
-        extrapolated = a.capacity_sources.get(scaleout) == "extrapolated"
-        if share is None or scaleout >= a.current_scaleout or not extrapolated:
+        if (
+            share is None
+            or scaleout >= a.current_scaleout
+            or a.capacity_sources.get(scaleout) != "extrapolated"
+        ):
             return None
         running_rps = a.capacity(a.current_scaleout)
         floor_rps = (1.0 - share) * running_rps

@@ -22,4 +22,5 @@ def test_the_scale_in_limit_and_the_rescale_budget_reach_the_plan(policy, granul
     plan = _plan(chosen | {"max_scale_in_share": 0.6, "max_rescales_per_h": 3})
     assert isinstance(plan, VertexPolicy if granularity == "vertex" else ProactivePolicy)
     assert (plan.max_scale_in_share, plan.max_rescales_per_h) == (0.6, 3)
-    assert (_plan(chosen).max_scale_in_share, _plan(chosen).max_rescales_per_h) == (None, None)
+    unset = _plan(chosen)
+    assert (unset.max_scale_in_share, unset.max_rescales_per_h) == (None, None)
