@@ -2,10 +2,13 @@
 are no worse than foresail's on the same trace and seeds, and what that costs in workers and rescales
 (daemon/equal_service.py). The reactive plan's headroom is one more family (`--families ...,reactive`).
 
-Usage: python benchmarks/equal_service.py [--traces sine,ysb,traffic|FILE,...] [--seeds 3]
+Usage: python benchmarks/equal_service.py [--traces sine,ysb,traffic|FILE,...|--suite NAME] [--seeds 3]
        [--families static,hpa,flink-operator,ds2] [--jobs N] [--out docs/evaluation/equal_service.json]
        [--json]
---out keeps the results for the evaluation report (`decision_quality.py --report ... --render-only`).
+       python benchmarks/equal_service.py --out FILE --render-only
+--out keeps the results for the evaluation report (`decision_quality.py --report ... --render-only`; the
+load-shape family's, `--suite family --out docs/evaluation/family/equal_service.json`, for
+`family_evaluation.py`); --render-only prints the table of such a file again.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from forecasting.blas import limit_blas_threads  # noqa: E402  first: one BLAS t
 from daemon.equal_service import BASELINE_FAMILIES, equal_service, markdown  # noqa: E402
 from daemon.logs import configure_logging  # noqa: E402
 from daemon.report import TRACE_TITLES, TRACES, WORKLOADS  # noqa: E402
+from daemon.suite import suite_workloads  # noqa: E402
 
 
 def main() -> None:
@@ -33,14 +37,26 @@ def main() -> None:
     configure_logging("warning", "console", sys.stderr)  # runs in this process too: only the figures
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--traces", default=",".join(TRACES), help="shared trace names or trace files")
+    parser.add_argument("--suite", help="every load of a suite instead (shared, family, development, …)")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--families", default=",".join(BASELINE_FAMILIES))
     parser.add_argument("--jobs", type=int, default=None, help="parallel runs (default: one per core)")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    parser.add_argument("--render-only", action="store_true", help="print the table of --out again")
     args = parser.parse_args()
-    names = [t.strip() for t in args.traces.split(",") if t.strip()]
-    workloads = [str(WORKLOADS / TRACES[t]) if t in TRACES else t for t in names]
+    titles = {file: TRACE_TITLES[name] for name, file in TRACES.items()}
+    if args.render_only:
+        if args.out is None:
+            parser.error("--render-only prints the file given with --out")
+        saved = json.loads(args.out.read_text())
+        print(markdown(saved["results"], titles))
+        return
+    if args.suite:
+        workloads = list(suite_workloads(args.suite).values())
+    else:
+        names = [t.strip() for t in args.traces.split(",") if t.strip()]
+        workloads = [str(WORKLOADS / TRACES[t]) if t in TRACES else t for t in names]
     families = [f.strip() for f in args.families.split(",") if f.strip()]
     started, load_before = time.perf_counter(), os.getloadavg()[0]
     results = equal_service(
@@ -63,7 +79,6 @@ def main() -> None:
     if args.json:
         print(json.dumps(results))
         return
-    titles = {file: TRACE_TITLES[name] for name, file in TRACES.items()}
     print(f"Mean over {args.seeds} seed(s) per row; {elapsed_s:.0f} s wall.\n")
     print(markdown(results, titles))
 

@@ -5,6 +5,8 @@ Usage:
       runs `compare --suite all` into DIR (suite.json, suite.md) and prints the sectioned tables;
   python benchmarks/family_evaluation.py --out DIR --render-only
       prints them again from DIR/suite.json.
+Where DIR/equal_service.json exists (`python benchmarks/equal_service.py --suite family --out
+DIR/equal_service.json`), every baseline at equal service on each shape follows the tables.
 The tables are split into the shared traces, the development shapes (the policy may be tuned on them) and
 the held-out shapes (only reported), and name foresail's worst load on each target.
 """
@@ -24,6 +26,7 @@ from forecasting.blas import limit_blas_threads  # noqa: E402  first: one BLAS t
 # isort: split
 
 from config.schema import Config  # noqa: E402
+from daemon.equal_service import markdown as equal_service_table  # noqa: E402
 from daemon.suite import run_and_write, suite_table, suite_workloads  # noqa: E402
 
 SECTIONS = (
@@ -79,6 +82,13 @@ def main() -> None:
         run_and_write(Config(), suite_workloads("all"), policies, args.seeds, args.jobs, args.out)
     saved = json.loads((args.out / "suite.json").read_text())
     print(sectioned(saved["rows"], saved["seeds"]))
+    equal = args.out / "equal_service.json"
+    if equal.is_file():
+        measured = json.loads(equal.read_text())
+        print(
+            f"### Every baseline at equal service\n\n`{measured['command']}` ({measured['wall_s'] / 60:.0f} min):\n"
+        )
+        print(equal_service_table(measured["results"]))
 
 
 if __name__ == "__main__":
