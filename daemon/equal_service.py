@@ -51,7 +51,7 @@ class Family:
 
 
 FAMILIES = {
-    # from 1: a load scaled so 12 workers carry its peak can stay within the SLO on 8 (short spikes)
+    # from 1: where 12 workers carry a load's peak, 7 may serve as well as foresail (spikes ridden out)
     "static": Family("static", "workers", (*range(1, 15), 16, 18)),
     # targets above 100 % count: with the twin's limit of twice the request a saturated worker shows 190 %
     "hpa": Family("hpa", "CPU target % of request", (190, 170, 150, 130, 120, 110, 100, 90, 80, 70, 60, 50)),
