@@ -26,7 +26,7 @@ from forecasting.blas import limit_blas_threads  # noqa: E402  first: one BLAS t
 # isort: split
 
 from config.schema import Config  # noqa: E402
-from daemon.equal_service import markdown as equal_service_table  # noqa: E402
+from daemon.report import equal_service_section  # noqa: E402
 from daemon.suite import run_and_write, suite_table, suite_workloads  # noqa: E402
 
 SECTIONS = (
@@ -84,11 +84,7 @@ def main() -> None:
     print(sectioned(saved["rows"], saved["seeds"]))
     equal = args.out / "equal_service.json"
     if equal.is_file():
-        measured = json.loads(equal.read_text())
-        print(
-            f"### Every baseline at equal service\n\n`{measured['command']}` ({measured['wall_s'] / 60:.0f} min):\n"
-        )
-        print(equal_service_table(measured["results"]))
+        print(equal_service_section(json.loads(equal.read_text()), heading="###"))
 
 
 if __name__ == "__main__":

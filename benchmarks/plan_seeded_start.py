@@ -68,10 +68,11 @@ def main() -> None:
                 plan = make_plan(testbed, peak, explorer, max_slots=testbed.max_slots, key_census=True)
                 store = directory / f"{trace}-{initial}.sqlite"
                 seed_knowledge(plan, store, knowledge_settings(config), config.scaling.max_scaleout)
-                cold = simulate(config)
-                seeded = simulate(config, store_path=str(store))
                 lived_store = str(directory / f"{trace}-{initial}-lived.sqlite")
-                simulate(config, store_path=lived_store)
+                cold = simulate(
+                    config, store_path=lived_store
+                )  # an empty store: it keeps what the hour taught
+                seeded = simulate(config, store_path=str(store))
                 lived = simulate(config, store_path=lived_store)
                 c, s, b = (run["seconds_over_slo"] for run in (cold, seeded, lived))
                 print(

@@ -85,7 +85,7 @@ def render(summaries: dict[str, dict], figures: Path, equal: dict | None = None)
         _target_section(summaries, floors),
         _gap_section(summaries, floors),
         _hpa_section(summaries, cpu),
-        _equal_service_section(equal),
+        equal_service_section(equal),
         _differences_section(summaries, floors),
     ]
     for trace, summary in summaries.items():
@@ -440,11 +440,12 @@ def _hpa_section(summaries: dict[str, dict], cpu: dict[int, float]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _equal_service_section(equal: dict | None) -> str:
-    """Every baseline at its knob's cheapest setting that serves as well as foresail, if it was measured."""
+def equal_service_section(equal: dict | None, heading: str = "##") -> str:
+    """Every baseline at its knob's cheapest setting that serves as well as foresail, if it was measured
+    (`equal`: what benchmarks/equal_service.py --out wrote)."""
     from daemon.equal_service import markdown
 
-    lines = ["## Every baseline at equal service", ""]
+    lines = [f"{heading} Every baseline at equal service", ""]
     if equal is None:
         lines.append(
             f"Not measured for this page: run `python benchmarks/equal_service.py --out "

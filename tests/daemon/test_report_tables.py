@@ -9,7 +9,7 @@ import pytest
 
 from config.schema import Config
 from daemon.build import make_twin
-from daemon.report import _equal_service_section, saturated_cpu
+from daemon.report import equal_service_section, saturated_cpu
 from simulator.twin import Twin
 from tests.daemon.equal_service_data import found, result
 
@@ -34,7 +34,7 @@ def test_saturated_cpu_is_measured_on_saturated_deployments_at_every_scaleout(n)
 
 
 def test_the_equal_service_section_says_when_it_was_not_measured_and_how_it_was_when_it_was():
-    assert "Not measured for this page" in _equal_service_section(None)
+    assert "Not measured for this page" in equal_service_section(None)
     data = result(129_600.0, found("static", 12, "static-12", 259_200.0, 0.0))
     measured = {
         "command": "python benchmarks/equal_service.py",
@@ -42,7 +42,7 @@ def test_the_equal_service_section_says_when_it_was_not_measured_and_how_it_was_
         "load": "1.9",
         "results": [data],
     }
-    text = _equal_service_section(measured)
+    text = equal_service_section(measured)
     assert "over seeds 0, 1, 2" in text and "30 min wall, load average 1.9" in text
     assert (
         "| WordCount (sine) | static-12 | workers 12 | 259,200 | 2.00 | 0 | 0.0 | never scales: static-like (one scale-out 100% of the time) |"
