@@ -9,7 +9,12 @@ over the SLO at no more worker-seconds. The last column shows what experience it
 starts from a store that already ran the same hour once (everything it learned there, the capacities at
 the scale-outs it ran among them), which no plan from a testbed knows better.
 
-Usage: python benchmarks/plan_seeded_start.py [--initial-scaleout 4,12] [--budget-max 8]
+The store holds both the plan's capacity per scale-out and its testbed's true rate of every vertex
+(planning/seeds.py); `--granularity vertex` runs the daemon on per-vertex parallelism, where the vertex
+rates are what it plans with.
+
+Usage: python benchmarks/plan_seeded_start.py [--initial-scaleout 4,12] [--budget-max 8] [--topology T]
+  [--granularity job|vertex]
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--initial-scaleout", default="4,12")
     parser.add_argument("--budget-max", type=int, default=8)
+    parser.add_argument("--topology", default="single")
+    parser.add_argument("--granularity", choices=("job", "vertex"), default="job")
     args = parser.parse_args()
     limit_blas_threads()
     configure_logging("warning", "console", sys.stderr)
@@ -61,7 +68,14 @@ def main() -> None:
             workload, peak = first_hour(trace, directory)
             for initial in (int(n) for n in args.initial_scaleout.split(",")):
                 config = Config.model_validate(
-                    {"twin": {"workload": str(workload), "initial_scaleout": initial}}
+                    {
+                        "twin": {
+                            "workload": str(workload),
+                            "initial_scaleout": initial,
+                            "topology": args.topology,
+                        },
+                        "scaling": {"granularity": args.granularity},
+                    }
                 )
                 testbed = twin_testbed(config)
                 explorer = ExplorerSettings(max_slots=args.budget_max, seed=config.twin.seed)

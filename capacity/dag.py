@@ -53,6 +53,14 @@ looked a third lighter than it is (the twin's hot-key job, twelve parallelisms s
 A vertex at parallelism n carries the source rate min_i rate_i / (a_v · share_i): the hottest subtask
 saturates first. In reactive mode every vertex runs at the job's scale-out, so the job's capacity is the
 minimum over vertices and the bottleneck is the vertex that attains it.
+
+Seeds (`VertexSeed`, from a capacity plan's testbed runs: planning/seeds.py) are adopted by vertex name the
+first time the graph shows a vertex of that name with nothing learned of it: each subtask's rate at every
+parallelism the testbed ran, learned on no TaskManager (a testbed slot stands for any), the selectivity
+from the testbed's input ratios, and a keyed vertex's subtask shares at each parallelism. The daemon's own
+readings replace a seeded parallelism's rates at the first window there, and outweigh the seeded
+selectivity and shares within a window or two; until then the seeds carry the estimates to parallelisms
+never run, as any rates seen would.
 """
 
 from __future__ import annotations
@@ -114,6 +122,26 @@ class SubtaskWindow:
     busy: float
     """Mean busy share (NaN where Flink reports none: a legacy source)."""
     backpressured: float
+
+
+@dataclass(frozen=True)
+class VertexSeed:
+    """What a testbed measured of one vertex, to start a daemon's model from (by vertex name: the testbed's
+    vertex ids need not be the deployed job's)."""
+
+    name: str
+    rate_rps: dict[int, float]
+    """Per parallelism run, the rate every subtask is given (the one that binds there)."""
+    input_ratio: float
+    """Records into the vertex per source record."""
+    key_groups: int = 0
+    """A keyed vertex's key groups (its max parallelism); 0: not keyed."""
+    shares: dict[int, tuple[float, ...]] = field(default_factory=dict)
+    """A keyed vertex's subtask shares of its input per parallelism run."""
+
+
+SEED_WEIGHT_RPS = 1.0
+"""The records/s a seeded selectivity counts for in the decayed sums: one real window outweighs it."""
 
 
 @dataclass(frozen=True)
@@ -269,6 +297,8 @@ class DagModel:
     _live: frozenset[str] = field(default_factory=frozenset, repr=False, compare=False)
     """The TaskManagers of the last window: a rate learned on any other one was a TaskManager now gone."""
     vertices: dict[str, _VertexKnowledge] = field(default_factory=dict)
+    seeds: dict[str, VertexSeed] = field(default_factory=dict)
+    """Seeds by vertex name not adopted yet (no graph seen with that name)."""
     configuration: str = ""
     _tables: dict[str, dict[int, np.ndarray]] | None = field(default=None, repr=False, compare=False)
     _overhead: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
@@ -301,6 +331,49 @@ class DagModel:
         """The key a vertex's rates are kept under in the current configuration."""
         return f"{vertex_id}@{self.configuration}" if self.configuration else vertex_id
 
+    def seed(self, seeds: Iterable[VertexSeed]) -> None:
+        """Keep seeds to adopt when the graph shows their vertices (module docstring)."""
+        self.seeds.update((s.name, s) for s in seeds)
+        self._tables = None
+        self._forget_estimates()
+
+    def _adopt_seeds(self, graph: JobGraph) -> None:
+        """Turn the seeds of this graph's vertices into rates, selectivities and key loads, where nothing is
+        learned of the vertex yet (its own readings always win)."""
+        names = [v.name for v in graph.vertices]
+        mine = {  # a name two vertices share tells neither apart
+            v.vertex_id: self.seeds.pop(v.name)
+            for v in graph.vertices
+            if v.name in self.seeds and names.count(v.name) == 1
+        }
+        if not mine:
+            return
+        learned = {rid for rid, _, _ in self.rates}
+        for vertex_id, seed in mine.items():
+            vertex, rid = graph.vertex(vertex_id), self._rid(vertex_id)
+            if rid in learned:
+                continue
+            for p, rate in seed.rate_rps.items():
+                if 1 <= p <= vertex.max_parallelism and math.isfinite(rate) and rate > 0:
+                    for i in range(p):
+                        key = (rid, p, i)
+                        self.rates[key], self.placement[key], self.saturated[key] = (
+                            RegressionStats(),
+                            None,
+                            rate,
+                        )
+            known = self.vertices.setdefault(vertex_id, _VertexKnowledge())
+            known.name, known.max_parallelism = vertex.name, vertex.max_parallelism
+            selectivity = _seeded_selectivity(graph, vertex_id, mine)
+            if known.records_in <= 0 and math.isfinite(selectivity) and selectivity >= 0:
+                known.records_in, known.records_out = SEED_WEIGHT_RPS, SEED_WEIGHT_RPS * selectivity
+            shares = {p: np.array(s) / sum(s) for p, s in seed.shares.items() if len(s) == p and sum(s) > 0}
+            if shares and seed.key_groups == vertex.max_parallelism and known.key_loads is None:
+                known.shares_seen = shares
+                known.key_loads = key_group_loads(known.max_parallelism, shares, max(shares))
+        self._tables = None
+        self._forget_estimates()
+
     def learn(
         self, graph: JobGraph, windows: list[SubtaskWindow], contended: frozenset[str] = frozenset()
     ) -> None:
@@ -316,6 +389,7 @@ class DagModel:
         last window counts as contended in this one too: its samples straddle the end of the contention
         (hot-key × sine on the twin: a parser learned 7,088 rps, where it carries 23,000, from the window
         after one)."""
+        self._adopt_seeds(graph)
         contended, self._contended_before = contended | self._contended_before, contended
         self._live = frozenset(w.taskmanager_id for w in windows if w.taskmanager_id)
         self._extrapolations.clear()  # they read `_live`
@@ -681,6 +755,16 @@ class DagModel:
                 }
                 for vid, k in self.vertices.items()
             },
+            "seeds": [
+                [
+                    s.name,
+                    {str(p): r for p, r in s.rate_rps.items()},
+                    s.input_ratio,
+                    s.key_groups,
+                    {str(p): list(v) for p, v in s.shares.items()},
+                ]
+                for s in self.seeds.values()
+            ],
         }
 
     @classmethod
@@ -703,6 +787,16 @@ class DagModel:
                 None if loads is None else np.array(loads, dtype=float),
                 {int(p): np.array(v, dtype=float) for p, v in known.get("shares_seen", {}).items()},
             )
+        model.seed(
+            VertexSeed(
+                str(name),
+                {int(p): float(r) for p, r in rates.items()},
+                float(ratio),
+                int(groups),
+                {int(p): tuple(map(float, v)) for p, v in shares.items()},
+            )
+            for name, rates, ratio, groups, shares in data.get("seeds", [])
+        )
         return model
 
 
@@ -759,6 +853,8 @@ class _Extrapolation:
             row, factor = row.copy(), self._state_factor(now, p)
             for i in range(p):
                 learned_on = model.placement.get((rid, p, i))
+                if learned_on is None:
+                    continue  # a seed: a testbed's slot stands for any TaskManager
                 if i < now and learned_on != todays[i]:
                     row[i] = here[i] * factor
                 elif i >= now and learned_on not in model._live:
@@ -798,6 +894,17 @@ class _Extrapolation:
 def _known(table: dict[int, np.ndarray]) -> list[int]:
     """The parallelisms with a rate for some subtask, ascending."""
     return sorted(p for p, row in table.items() if np.isfinite(row).any())
+
+
+def _seeded_selectivity(graph: JobGraph, vertex_id: str, seeds: dict[str, VertexSeed]) -> float:
+    """Records out per record in from the testbed's input ratios: a seeded downstream vertex fed by this one
+    alone receives everything it emits (NaN: there is none)."""
+    ratio = seeds[vertex_id].input_ratio
+    for edge in graph.outputs(vertex_id):
+        downstream = seeds.get(edge.target_id)
+        if downstream is not None and len(graph.inputs(edge.target_id)) == 1 and ratio > 0:
+            return downstream.input_ratio / ratio
+    return math.nan
 
 
 def _split_of(graph: JobGraph, vertex_id: str) -> str:

@@ -178,7 +178,7 @@ def _plan(args: argparse.Namespace) -> int:
     ]
     store = args.knowledge or args.out / "knowledge.db"
     max_scaleout = max(config.scaling.max_scaleout, plan.slots)
-    seeded = seed_knowledge(plan, store, knowledge_settings(config), max_scaleout)
+    seeded, vertices = seed_knowledge(plan, store, knowledge_settings(config), max_scaleout)
     print(
         f"plan: {plan.slots} slots of {plan.memory_mb:g} MB ({plan.task_managers} TaskManagers) for "
         f"{args.target_rate:,.0f} records/s; predicted MST {plan.predicted_mst_rps:,.0f} "
@@ -186,7 +186,10 @@ def _plan(args: argparse.Namespace) -> int:
     )
     for path in paths:
         print(f"wrote {path}")
-    print(f"seeded {store}: capacity of scale-outs 1..{max_scaleout} ({seeded} new)")
+    print(
+        f"seeded {store}: capacity of scale-outs 1..{max_scaleout} ({seeded} new), true rates of "
+        f"{vertices} vertices"
+    )
     return EXIT_OK
 
 

@@ -16,6 +16,7 @@ import numpy as np
 from capacity.model import CapacityModel
 from mape.knowledge import KnowledgeSettings, KnowledgeStore
 from planning.plan import CapacityPlan
+from planning.seeds import vertex_seeds
 
 SEEDED_AT_S = 0.0
 
@@ -92,10 +93,12 @@ def write_plot(plan: CapacityPlan, out_dir: Path) -> Path:
 
 def seed_knowledge(
     plan: CapacityPlan, store_path: Path, settings: KnowledgeSettings, max_scaleout: int
-) -> int:
+) -> tuple[int, int]:
     """Put the plan's capacity (skew included) at the planned memory for every scale-out 1..max into the capacity
     model's observed capacities (reliable: the daemon's own reliable estimates smooth them in later); a
-    scale-out the store already observed keeps its own. Returns how many scale-outs were seeded."""
+    scale-out the store already observed keeps its own. The testbed's per-vertex readings seed the
+    per-vertex model (planning/seeds.py; a vertex the store already learned keeps its own). Returns how
+    many scale-outs and vertices were seeded."""
     store = KnowledgeStore(store_path)
     try:
         knowledge = store.load(settings)
@@ -108,8 +111,10 @@ def seed_knowledge(
         seeded = {n: c for n, c in seeded.items() if n not in state["observed"]}
         state["observed"] = {**state["observed"], **seeded}
         knowledge.capacity = CapacityModel.from_dict(state, settings.capacity)
+        vertices = vertex_seeds(plan.exploration.estimates, plan.memory_mb, plan.census)
+        knowledge.dag.seed(vertices)
         store.save(knowledge, None)
         knowledge.close()
     finally:
         store.close()
-    return len(seeded)
+    return len(seeded), len(vertices)

@@ -29,8 +29,11 @@ Daedalus's recovery bound, every changed vertex in one rescale.
   may next replace it (`scale_out_lookahead_s`: stabilization + one loop), not for the whole horizon's:
   a per-vertex rescale pauses the job for seconds, so growing again when the load does costs less than
   holding the horizon's peak from now on (on the twin's 18 topology × trace cells, 11% fewer CPU-seconds,
-  none more seconds over the SLO). What comes down must still carry the whole horizon, so that a dip
-  between two rises is no scale-in followed by a scale-out. The running configuration is kept while it
+  none more seconds over the SLO). Every candidate carries at least the window's average load (Daedalus:
+  capacity above the average), whatever the forecast. What comes down must still carry the whole
+  horizon, so that a dip between two rises is no scale-in followed by a scale-out, and the forecast's
+  upper bound over the next loop (as at job granularity; before the forecaster's first model, the
+  fallback window's peak). The running configuration is kept while it
   carries the average load and the forecast until its backlog is drained (at least until the next loop)
   and drains it within the target (``vertex-current-valid``: Daedalus keeps the current scale-out when it
   is valid, and moves only to a long-lived one) unless the new one needs fewer slots (or sheds subtasks
@@ -512,9 +515,9 @@ class VertexPolicy:
 
         margin = CAPACITY_ERROR if latency is not None else 0.0
         known = (sizing, current, forecast, a.backlog_records, state.downtime, floors, margin)
-        chosen, rule, why = self._candidate(*known, self.scale_out_lookahead_s)
+        chosen, rule, why = self._candidate(*known, self.scale_out_lookahead_s, average)
         if chosen.slots <= running.slots:  # no scale-out: what comes down must carry the whole horizon
-            chosen, rule, why = self._candidate(*known)
+            chosen, rule, why = self._candidate(*known, math.inf, _carried(a, self.loop_interval_s))
             chosen, why = self._limit_scale_in(context, running, chosen, why)
         running_valid = (  # Daedalus: the current scale-out needs only carry the load until recovered
             running.capacity_rps > average
@@ -582,12 +585,22 @@ class VertexPolicy:
         return proposal(target, rule, why, now, load)
 
     def _candidate(
-        self, sizing, current, forecast, backlog, downtime, floors, margin=0.0, lookahead_s=math.inf
+        self,
+        sizing,
+        current,
+        forecast,
+        backlog,
+        downtime,
+        floors,
+        margin=0.0,
+        lookahead_s=math.inf,
+        floor_rps=0.0,
     ) -> tuple[VertexConfiguration, str, str]:
-        """The configuration for the forecast peak of the next `lookahead_s`, raised until it recovers
-        within the target; with a `margin`, sized so that it still carries the peak when it carries that
-        share less than modelled."""
-        peak = _peak(forecast, lookahead_s) / (1.0 - margin)
+        """The configuration for the forecast peak of the next `lookahead_s` (at least `floor_rps`), raised
+        until it recovers within the target; with a `margin`, sized so that it still carries the peak when
+        it carries that share less than modelled."""
+        floor_rps = floor_rps if math.isfinite(floor_rps) else 0.0
+        peak = max(_peak(forecast, lookahead_s), floor_rps) / (1.0 - margin)
         for step in range(RATE_STEPS + 1):
             rate = peak * (1 + RATE_STEP * step)
             config = sizing.configuration(rate, current, floors)
@@ -694,6 +707,19 @@ def _running(a: Assessment, sizing: Sizing, current: Mapping[str, int]) -> Verte
 def _cpu_or_one(cpu_per_busy: float) -> float:
     """A CPU per busy second to plan with: 1 (a busy second is a second of the core) until learned."""
     return cpu_per_busy if math.isfinite(cpu_per_busy) and cpu_per_busy > 0 else 1.0
+
+
+def _carried(a: Assessment, loop_interval_s: float) -> float:
+    """What a configuration that comes down must carry beside the horizon's forecast: the average load and
+    the forecast's upper bound over the next loop (as at job granularity, mape/proactive.py). Before the
+    forecaster's first model that bound is the fallback window's peak, which a falling load's linear
+    trend, running to 0, leaves behind: on the twin's session job × tm a cold start scaled every vertex in
+    to 1 subtask at 290 rps, then spent 8 minutes over the SLO behind the ramp that followed."""
+    upper = a.forecast_upper_rps
+    bound = (
+        _peak(np.asarray(upper, dtype=float), loop_interval_s) if upper is not None and len(upper) else 0.0
+    )
+    return max(a.workload_avg_rps, bound)
 
 
 def _forecast(a: Assessment) -> np.ndarray:

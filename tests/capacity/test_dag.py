@@ -355,3 +355,60 @@ def test_a_rate_first_seen_on_a_contended_core_is_replaced_once_off_contention()
     model = DagModel.from_dict(model.to_dict(), model.settings)  # a restart keeps it a bound
     window(0.25, 150.0)  # off contention throughout: the subtask's own rate
     assert model.subtask_rate_rps("v1", 2, 0) == pytest.approx(600.0)
+
+
+def seeded(*seeds) -> DagModel:
+    model = DagModel()
+    model.seed(seeds)
+    return DagModel.from_dict(model.to_dict())  # pending seeds are knowledge too: they persist
+
+
+def test_seeds_give_every_vertex_its_rate_before_any_window():
+    from capacity.dag import VertexSeed
+
+    graph = chain(2, 2, 2)  # op0 -> op1 (×8 records) -> op2
+    model = seeded(
+        VertexSeed("op0", {}, 1.0),  # a source that reports no busy time: its input ratio only
+        VertexSeed("op1", {1: 1000.0, 4: 1000.0}, 1.0),
+        VertexSeed("op2", {1: 4000.0, 4: 4000.0}, 8.0),
+    )
+    learn(model, graph, [])
+    assert model.selectivity("v1") == pytest.approx(8.0)
+    estimate = model.estimate(graph, [], 2, 4)
+    # op1 carries 1,000 source rps per subtask, op2 4,000 / 8 = 500: op2 binds at every scale-out
+    assert estimate.per_scaleout_rps == pytest.approx({n: 500.0 * n for n in range(1, 5)})
+    assert estimate.bottleneck == "op2" and estimate.sources[4] == "observed"
+    assert not model.seeds
+
+
+def test_a_vertex_seen_before_keeps_its_own_rates_and_an_unknown_name_stays_pending():
+    from capacity.dag import VertexSeed
+
+    graph = chain(1)
+    model = DagModel()
+    learn(model, graph, [series("v0", 0, 300.0, 0.5)])  # 600 rps per busy second
+    model.seed([VertexSeed("op0", {1: 99.0, 2: 99.0}, 1.0), VertexSeed("elsewhere", {1: 5.0}, 1.0)])
+    learn(model, graph, [series("v0", 0, 300.0, 0.5)])
+    assert model.vertex_rates(graph, "v0", 2) == (pytest.approx([600.0, 600.0]), "nearest")
+    assert set(model.seeds) == {"elsewhere"}
+
+
+def test_the_first_window_replaces_a_seeded_rate_there_and_leaves_the_others():
+    from capacity.dag import VertexSeed
+
+    graph = chain(2)
+    model = seeded(VertexSeed("op0", {2: 700.0, 8: 650.0}, 1.0))
+    learn(model, graph, [series("v0", i, 450.0, 0.5) for i in range(2)])  # 900 here, on real TaskManagers
+    assert model.vertex_rates(graph, "v0", 2) == (pytest.approx([900.0, 900.0]), "observed")
+    assert model.vertex_rates(graph, "v0", 8) == (pytest.approx([650.0] * 8), "observed")
+
+
+def test_seeded_subtask_shares_give_a_keyed_vertex_its_skew():
+    from capacity.dag import VertexSeed
+
+    graph = chain(1, 2, keyed=(1,), max_parallelism=4)
+    hot = VertexSeed("op1", {2: 1000.0}, 1.0, key_groups=4, shares={4: (0.55, 0.15, 0.15, 0.15)})
+    model = seeded(VertexSeed("op0", {}, 1.0), hot)
+    learn(model, graph, [])
+    assert model.shares(graph, "v1", 2) == pytest.approx([0.7, 0.3])
+    assert model.estimate(graph, [], 2, 2).per_scaleout_rps[2] == pytest.approx(1000.0 / 0.7)

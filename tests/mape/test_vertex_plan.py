@@ -269,19 +269,36 @@ def test_a_scale_in_costs_its_pause_and_waits_for_the_latency_budget():
     assert waits.rule == "latency-spacing" and waits.vertex_parallelism == waits.current_vertex_parallelism
 
 
-def test_a_failing_configuration_is_not_shrunk_when_the_pause_would_cost_too_much():
-    """4,100 rps now (above the running map's 4,000), 1,500 forecast: the walk wants {1, 2, 1}, but after a
-    pause at that size the job would be late longer than the 1 s the target allows: nothing comes down."""
+def test_a_configuration_that_no_longer_carries_the_load_grows_whatever_the_forecast():
+    """4,100 rps now (above the running map's 4,000), 1,500 forecast: every candidate carries the average
+    load (Daedalus), so the map grows to 5 subtasks instead of following the forecast down to 2."""
     falling = dataclasses.replace(assessment(1_500.0), workload_avg_rps=4_100.0)
+    proposal = policy().propose_configuration(falling, knowledge_with(FakeDag()))
+    assert proposal.vertex_parallelism == {"src": 1, "map": 5, "agg": 3}
+
+
+def test_a_failing_configuration_is_not_shrunk_when_the_pause_would_cost_too_much():
+    """The running 2/4/4 misses a latency floor of 3 sources, so it is no longer valid; at 1,500 rps the walk
+    would take map and agg down, but after a pause at that size the job would be late longer than the 1 s
+    the target allows: only the source grows, nothing comes down."""
     knowledge = knowledge_with(FakeDag())
-    assert policy().propose_configuration(falling, knowledge).vertex_parallelism == {
-        "src": 1,
-        "map": 2,
-        "agg": 1,
-    }
-    kept = policy().propose_configuration(falling, knowledge, LatencyTerms({}, 1.5, 1.0))
-    assert kept.vertex_parallelism == kept.current_vertex_parallelism
-    assert kept.rule == "latency-spacing" and set(kept.vertex_rules.values()) == {"keep-latency"}
+    roomy = policy().propose_configuration(
+        assessment(1_500.0), knowledge, LatencyTerms({"src": 3}, 1.5, 20.0)
+    )
+    assert roomy.vertex_parallelism["src"] == 3 and roomy.vertex_parallelism["map"] < 4
+    kept = policy().propose_configuration(assessment(1_500.0), knowledge, LatencyTerms({"src": 3}, 1.5, 1.0))
+    assert kept.vertex_parallelism == {"src": 3, "map": 4, "agg": 4}
+
+
+def test_what_comes_down_carries_the_average_and_the_forecasts_upper_bound():
+    """Before the forecaster's first model a falling load's linear trend runs to 0, and its upper bound
+    keeps the window's peak: a scale-in is sized for the average load and that bound over the next loop."""
+    knowledge = knowledge_with(FakeDag())
+    assert policy().propose_configuration(assessment(500.0), knowledge).vertex_parallelism["map"] == 1
+    fed = dataclasses.replace(assessment(500.0), workload_avg_rps=2_200.0)
+    assert policy().propose_configuration(fed, knowledge).vertex_parallelism["map"] == 3
+    bounded = dataclasses.replace(assessment(500.0), forecast_upper_rps=np.full(900, 2_500.0))
+    assert policy().propose_configuration(bounded, knowledge).vertex_parallelism["map"] == 3
 
 
 def test_a_surge_raises_every_vertex_at_once_even_inside_stabilization():

@@ -59,6 +59,12 @@ def test_a_daemon_on_the_seeded_store_knows_every_scale_out(planned):
     assert estimate.sources[plan["slots"]] == "observed"
     assert estimate.per_scaleout_rps[plan["slots"]] == pytest.approx(plan["predicted_mst_rps"], rel=1e-6)
     assert estimate.sources[1] == "observed" and estimate.per_scaleout_rps[1] > 0
+    seeds = knowledge.dag.seeds  # the testbed's true rates, adopted by name when the daemon sees the job
+    assert {"filter", "projection", "join", "window", "sink"} <= set(seeds)
+    measured = {m["slots"] for m in plan["measurements"]}
+    assert set(seeds["join"].rate_rps) == measured and min(seeds["join"].rate_rps.values()) > 0
+    assert seeds["filter"].input_ratio == 1.0 > seeds["join"].input_ratio > 0
+    assert seeds["join"].key_groups == 128 and 128 in seeds["join"].shares  # the key-group census
 
 
 def test_seeding_keeps_what_the_store_already_learned(tmp_path):
@@ -128,3 +134,43 @@ def test_a_simulated_daemon_starts_from_the_seeded_store(tmp_path, recorded_work
     assert knowledge.iteration == summary["iterations"] > 0  # the run saved into the seeded store
     seeded = knowledge.capacity.to_dict()["observed"]
     assert set(map(int, seeded)) >= set(range(1, config.scaling.max_scaleout + 1))
+
+
+def test_a_seeded_daemon_sizes_every_vertex_at_its_first_loop(tmp_path, recorded_workloads):
+    """At vertex granularity the plan's per-vertex true rates let the first loop rescale a job started far
+    too small; a cold daemon has no rate to size a vertex with until its first windows are learned."""
+    import json
+
+    from config.schema import Config
+    from daemon.simulate import simulate
+    from tests.conftest import trace_head
+
+    trace = trace_head(recorded_workloads, "tm_6h_100K_max.csv", 240, tmp_path)  # ~1,800 records/s
+    store, config_file = tmp_path / "k.db", tmp_path / "c.yaml"
+    config_file.write_text(f"twin:\n  workload: {trace}\n")  # the twin's hardware is scaled to the trace
+    argv = ["plan-capacity", "--topology", "wordcount", "--target-rate", "2000", "--budget-max", "3"]
+    argv += ["--max-measurements", "4", "--config", str(config_file)]
+    assert main([*argv, "--out", str(tmp_path / "o"), "--knowledge", str(store)]) == 0
+    config = Config.model_validate(
+        {
+            "twin": {"workload": str(trace), "initial_scaleout": 1, "topology": "wordcount"},
+            "scaling": {"granularity": "vertex"},
+        }
+    )
+
+    def first_loop(audit) -> dict:
+        return next(
+            json.loads(line)["decision"] for line in audit.read_text().splitlines() if '"decision"' in line
+        )
+
+    simulate(config, audit_path=tmp_path / "cold.jsonl")
+    simulate(config, audit_path=tmp_path / "seeded.jsonl", store_path=str(store))
+    cold, seeded = first_loop(tmp_path / "cold.jsonl"), first_loop(tmp_path / "seeded.jsonl")
+    assert cold["time_s"] == seeded["time_s"] == 60.0
+    assert cold["action"] == "hold"
+    assert seeded["action"] == "scale_out"
+    assert min(seeded["target_vertex_parallelism"].values()) > 1
+    knowledge_store = KnowledgeStore(store)
+    dag = knowledge_store.load(KnowledgeSettings()).dag
+    knowledge_store.close()
+    assert not dag.seeds and None in dag.placement.values()  # adopted: rates learned on no TaskManager
