@@ -58,9 +58,9 @@ Seeds (`VertexSeed`, from a capacity plan's testbed runs: planning/seeds.py) are
 first time the graph shows a vertex of that name with nothing learned of it: each subtask's rate at every
 parallelism the testbed ran, learned on no TaskManager (a testbed slot stands for any), the selectivity
 from the testbed's input ratios, and a keyed vertex's subtask shares at each parallelism. The daemon's own
-readings replace a seeded parallelism's rates at the first window there, and outweigh the seeded
-selectivity and shares within a window or two; until then the seeds carry the estimates to parallelisms
-never run, as any rates seen would.
+readings replace a seeded parallelism's rates at the first window there and outweigh the seeded
+selectivity in one window; the seeded shares count as parallelisms seen, into which the daemon's own blend.
+Until then the seeds carry the estimates to parallelisms never run, as any rates seen would.
 """
 
 from __future__ import annotations

@@ -714,7 +714,7 @@ def _carried(a: Assessment, loop_interval_s: float) -> float:
     the forecast's upper bound over the next loop (as at job granularity, mape/proactive.py). Before the
     forecaster's first model that bound is the fallback window's peak, which a falling load's linear
     trend, running to 0, leaves behind: on the twin's session job × tm a cold start scaled every vertex in
-    to 1 subtask at 290 rps, then spent 8 minutes over the SLO behind the ramp that followed."""
+    to 1 subtask at 290 rps, then spent 6 minutes over the SLO behind the ramp that followed."""
     upper = a.forecast_upper_rps
     bound = (
         _peak(np.asarray(upper, dtype=float), loop_interval_s) if upper is not None and len(upper) else 0.0
