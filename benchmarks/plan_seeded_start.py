@@ -83,9 +83,8 @@ def main() -> None:
                 store = directory / f"{trace}-{initial}.sqlite"
                 seed_knowledge(plan, store, knowledge_settings(config), config.scaling.max_scaleout)
                 lived_store = str(directory / f"{trace}-{initial}-lived.sqlite")
-                cold = simulate(
-                    config, store_path=lived_store
-                )  # an empty store: it keeps what the hour taught
+                # the cold run starts from an empty store that keeps what the hour taught it
+                cold = simulate(config, store_path=lived_store)
                 seeded = simulate(config, store_path=str(store))
                 lived = simulate(config, store_path=lived_store)
                 c, s, b = (run["seconds_over_slo"] for run in (cold, seeded, lived))

@@ -334,12 +334,12 @@ class DagModel:
     def seed(self, seeds: Iterable[VertexSeed]) -> None:
         """Keep seeds to adopt when the graph shows their vertices (module docstring)."""
         self.seeds.update((s.name, s) for s in seeds)
-        self._tables = None
-        self._forget_estimates()
 
     def _adopt_seeds(self, graph: JobGraph) -> None:
         """Turn the seeds of this graph's vertices into rates, selectivities and key loads, where nothing is
         learned of the vertex yet (its own readings always win)."""
+        if not self.seeds:
+            return
         names = [v.name for v in graph.vertices]
         mine = {  # a name two vertices share tells neither apart
             v.vertex_id: self.seeds.pop(v.name)

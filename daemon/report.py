@@ -443,7 +443,9 @@ def _hpa_section(summaries: dict[str, dict], cpu: dict[int, float]) -> str:
 def equal_service_section(equal: dict | None, heading: str = "##") -> str:
     """Every baseline at its knob's cheapest setting that serves as well as foresail, if it was measured
     (`equal`: what benchmarks/equal_service.py --out wrote)."""
-    from daemon.equal_service import markdown
+    from daemon.equal_service import FAMILIES, markdown
+
+    static = FAMILIES["static"].grid
 
     lines = [f"{heading} Every baseline at equal service", ""]
     if equal is None:
@@ -459,7 +461,7 @@ def equal_service_section(equal: dict | None, heading: str = "##") -> str:
         "cheapest setting to more generous ones until its mean seconds over the SLO (over seeds "
         f"{', '.join(map(str, seeds))}) are no worse than foresail's on the same trace; that first setting is "
         "the baseline at equal service, and its worker-seconds are what it needs to serve as well. Knobs, "
-        "cheapest first: static scale-out 1–18; HPA target 190 % down to 50 % of the request; the Flink "
+        f"cheapest first: static scale-out {min(static)}–{max(static)}; HPA target 190 % down to 50 % of the request; the Flink "
         "operator's utilization target 1.0 down to 0.3; DS2's target-rate ratio 1.0 up to 2.5 "
         "(daemon/equal_service.py). A baseline that gets there while holding one scale-out for at least 90 % of "
         "the run does so by not scaling (static-like), and the table says so.",

@@ -94,7 +94,7 @@ class ProactivePolicy:
             if a.forecast_rps is not None and len(a.forecast_rps)
             else np.array([a.workload_avg_rps])
         )
-        upper = _upper(a, forecast)
+        upper = forecast_upper(a, forecast)
         current = a.current_scaleout
         average = a.workload_avg_rps
         next_loop_max = _peak(forecast, self.loop_interval_s)
@@ -203,7 +203,7 @@ class ProactivePolicy:
         expected = a.expected_upper_rps
         if math.isfinite(expected) and recent <= expected:
             return None  # foreseen: the regular rules handle it
-        upper = _upper(a, a.forecast_rps if a.forecast_rps is not None else np.array([recent]))
+        upper = forecast_upper(a, a.forecast_rps if a.forecast_rps is not None else np.array([recent]))
         now = a.surge_load_rps
         level = max(now, _peak(upper, self.loop_interval_s))
         piled_up = a.backlog_records + now * (knowledge.downtime.estimate("out") + self._replay_s("out"))
@@ -314,7 +314,7 @@ def _idle(average_rps: float, next_loop_max_rps: float, backlog_records: float, 
     return average_rps < IDLE_RPS and next_loop_max_rps < IDLE_RPS and backlog_records < IDLE_RPS * interval_s
 
 
-def _upper(a: Assessment, forecast: np.ndarray) -> np.ndarray:
+def forecast_upper(a: Assessment, forecast: np.ndarray) -> np.ndarray:
     """The forecast's upper bound where the analysis has one (never below the forecast itself)."""
     upper = a.forecast_upper_rps
     if upper is None or len(upper) != len(forecast):

@@ -75,6 +75,7 @@ from capacity.dag import DagModel
 from capacity.latency import seconds_over_target_after_pause
 from mape.knowledge import Knowledge
 from mape.plan import Proposal
+from mape.proactive import forecast_upper
 from mape.vertex_knowledge import VertexKnowledge, vertex_knowledge
 from messages.types import Assessment, JobGraph
 from recovery.predict import predict_recovery_s
@@ -715,11 +716,7 @@ def _carried(a: Assessment, loop_interval_s: float) -> float:
     forecaster's first model that bound is the fallback window's peak, which a falling load's linear
     trend, running to 0, leaves behind: on the twin's session job × tm a cold start scaled every vertex in
     to 1 subtask at 290 rps, then spent 6 minutes over the SLO behind the ramp that followed."""
-    upper = a.forecast_upper_rps
-    bound = (
-        _peak(np.asarray(upper, dtype=float), loop_interval_s) if upper is not None and len(upper) else 0.0
-    )
-    return max(a.workload_avg_rps, bound)
+    return max(a.workload_avg_rps, _peak(forecast_upper(a, _forecast(a)), loop_interval_s))
 
 
 def _forecast(a: Assessment) -> np.ndarray:
