@@ -127,7 +127,7 @@ def _fit(args: argparse.Namespace) -> int:
 
 def _plan(args: argparse.Namespace) -> int:
     from config.load import load_config, with_overrides
-    from daemon.build import knowledge_settings
+    from daemon.build import knowledge_settings, memory_levels
     from daemon.plan_output import seed_knowledge, write_deployment, write_plan, write_plot
     from planning.estimator import EstimatorSettings
     from planning.explorer import ExplorerSettings
@@ -178,7 +178,7 @@ def _plan(args: argparse.Namespace) -> int:
     ]
     store = args.knowledge or args.out / "knowledge.db"
     max_scaleout = max(config.scaling.max_scaleout, plan.slots)
-    seeded, vertices = seed_knowledge(plan, store, knowledge_settings(config), max_scaleout)
+    seeded = seed_knowledge(plan, store, knowledge_settings(config), max_scaleout, memory_levels(config))
     print(
         f"plan: {plan.slots} slots of {plan.memory_mb:g} MB ({plan.task_managers} TaskManagers) for "
         f"{args.target_rate:,.0f} records/s; predicted MST {plan.predicted_mst_rps:,.0f} "
@@ -186,9 +186,10 @@ def _plan(args: argparse.Namespace) -> int:
     )
     for path in paths:
         print(f"wrote {path}")
+    levels = f", memory levels {', '.join(map(str, seeded.levels))}" if seeded.levels else ""
     print(
-        f"seeded {store}: capacity of scale-outs 1..{max_scaleout} ({seeded} new), true rates of "
-        f"{vertices} vertices"
+        f"seeded {store}: capacity of scale-outs 1..{max_scaleout} ({seeded.scaleouts} new{levels}), "
+        f"true rates of {seeded.vertices} vertices"
     )
     return EXIT_OK
 

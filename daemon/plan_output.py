@@ -4,6 +4,8 @@ against the measurements, and the daemon's knowledge store seeded with the plann
 from __future__ import annotations
 
 import json
+import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -15,6 +17,8 @@ import numpy as np
 
 from capacity.model import CapacityModel
 from mape.knowledge import KnowledgeSettings, KnowledgeStore
+from memory.knowledge import MEMORY, memory_of
+from memory.levels import MemoryLevels
 from planning.plan import CapacityPlan
 from planning.seeds import vertex_seeds
 
@@ -91,30 +95,84 @@ def write_plot(plan: CapacityPlan, out_dir: Path) -> Path:
     return path
 
 
+@dataclass(frozen=True)
+class Seeded:
+    """What `seed_knowledge` put into the store (counts of new entries)."""
+
+    scaleouts: int
+    levels: tuple[int, ...]
+    vertices: int
+
+
 def seed_knowledge(
-    plan: CapacityPlan, store_path: Path, settings: KnowledgeSettings, max_scaleout: int
-) -> tuple[int, int]:
-    """Put the plan's capacity (skew included) at the planned memory for every scale-out 1..max into the capacity
-    model's observed capacities (reliable: the daemon's own reliable estimates smooth them in later); a
-    scale-out the store already observed keeps its own. The testbed's per-vertex readings seed the
-    per-vertex model (planning/seeds.py; a vertex the store already learned keeps its own). Returns how
-    many scale-outs and vertices were seeded."""
+    plan: CapacityPlan,
+    store_path: Path,
+    settings: KnowledgeSettings,
+    max_scaleout: int,
+    levels: MemoryLevels | None = None,
+) -> Seeded:
+    """Put the plan's capacities into the store as observed (reliable: the daemon's own reliable estimates
+    smooth them in later); a scale-out the store already observed keeps its own.
+
+    - The job-level model: at the planned memory, the testbed's MST where it measured that slot count, the
+      plan's prediction (skew included) at every other scale-out 1..max.
+    - With memory levels (`levels`, and the store built with the memory extension), a stateful job learns
+      capacity per level (memory/capacities.py) and would start cold there: the planned memory's level
+      gets the same capacities, every other level the testbed explored (a memory profile at a level's size)
+      its measured MSTs only. The surrogate is fitted across memories and can be far off at one of them (a
+      cache-bound job's capacity is not linear in memory); the daemon's cache curve fills the rest from
+      the measurements.
+    - The testbed's per-vertex readings seed the per-vertex model (planning/seeds.py; a vertex the store
+      already learned keeps its own).
+    """
+    planned = {
+        **{n: c for n in range(1, max_scaleout + 1) if (c := plan.predict_rps(n, plan.memory_mb)) > 0},
+        **_measured(plan, plan.memory_mb, max_scaleout),
+    }
     store = KnowledgeStore(store_path)
     try:
         knowledge = store.load(settings)
-        state = knowledge.capacity.to_dict()
-        seeded = {
-            str(n): {"capacity_rps": c, "updated_s": SEEDED_AT_S, "estimates": 1, "reliable": True}
-            for n in range(1, max_scaleout + 1)
-            if (c := plan.predict_rps(n, plan.memory_mb)) > 0
-        }
-        seeded = {n: c for n, c in seeded.items() if n not in state["observed"]}
-        state["observed"] = {**state["observed"], **seeded}
-        knowledge.capacity = CapacityModel.from_dict(state, settings.capacity)
+        knowledge.capacity, scaleouts = _observing(knowledge.capacity, planned, settings)
+        seeded_levels = []
+        if levels is not None and MEMORY in knowledge.extensions:
+            capacities = memory_of(knowledge).capacities
+            for memory_mb in sorted({e.memory_mb for e in plan.exploration.estimates}):
+                level = levels.level_of(memory_mb)
+                if level is None or not math.isclose(levels.managed_mb(level), memory_mb, rel_tol=0.01):
+                    continue
+                seeds = planned if memory_mb == plan.memory_mb else _measured(plan, memory_mb, max_scaleout)
+                capacities.models[level, None], added = _observing(capacities.model(level), seeds, settings)
+                if added:
+                    seeded_levels.append(level)
         vertices = vertex_seeds(plan.exploration.estimates, plan.memory_mb, plan.census)
         knowledge.dag.seed(vertices)
         store.save(knowledge, None)
         knowledge.close()
     finally:
         store.close()
-    return len(seeded), len(vertices)
+    return Seeded(scaleouts, tuple(seeded_levels), len(vertices))
+
+
+def _measured(plan: CapacityPlan, memory_mb: float, max_scaleout: int) -> dict[int, float]:
+    """The testbed's MST per slot count up to `max_scaleout` at this memory (the mean of repeated
+    measurements)."""
+    by_slots: dict[int, list[float]] = {}
+    for estimate in plan.exploration.estimates:
+        if estimate.memory_mb == memory_mb and estimate.mst_rps > 0 and estimate.slots <= max_scaleout:
+            by_slots.setdefault(estimate.slots, []).append(estimate.mst_rps)
+    return {n: float(np.mean(rates)) for n, rates in sorted(by_slots.items())}
+
+
+def _observing(
+    model: CapacityModel, capacities: dict[int, float], settings: KnowledgeSettings
+) -> tuple[CapacityModel, int]:
+    """The model with `capacities` observed at every scale-out it has not observed itself, and how many
+    were added."""
+    state = model.to_dict()
+    seeded = {
+        str(n): {"capacity_rps": c, "updated_s": SEEDED_AT_S, "estimates": 1, "reliable": True}
+        for n, c in capacities.items()
+        if str(n) not in state["observed"]
+    }
+    state["observed"] = {**state["observed"], **seeded}
+    return CapacityModel.from_dict(state, settings.capacity), len(seeded)

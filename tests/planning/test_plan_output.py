@@ -86,6 +86,46 @@ def test_seeding_keeps_what_the_store_already_learned(tmp_path):
     assert observed["2"] == learned and "3" in observed
 
 
+def test_a_stateful_job_is_seeded_per_memory_level(tmp_path):
+    """A stateful job learns capacity per memory level: the planned memory's level gets the plan's
+    capacities, another explored level exactly what the testbed measured there (the surrogate, fitted
+    across memories, is no prediction at one of them); a profile at no level's size seeds no level."""
+    from config.load import load_config
+    from daemon.build import knowledge_settings
+    from memory.knowledge import memory_of
+
+    config_file = tmp_path / "c.yaml"
+    config_file.write_text("twin:\n  job_profile: read-heavy\n")
+    argv = ["plan-capacity", "--config", str(config_file), "--target-rate", "20000", "--budget-max", "3"]
+    argv += ["--max-measurements", "5", "--memory-profiles", "158", "316"]
+    assert main([*argv, "--out", str(tmp_path / "o")]) == 0
+    plan = json.loads((tmp_path / "o" / "plan.json").read_text())
+    settings = knowledge_settings(load_config(config_file))
+    store = KnowledgeStore(tmp_path / "o" / "knowledge.db")
+    knowledge = store.load(settings)
+    store.close()
+    levels = memory_of(knowledge).capacities
+    measured: dict[float, dict[int, list[float]]] = {}
+    for m in plan["measurements"]:
+        measured.setdefault(m["memory_mb"], {}).setdefault(m["slots"], []).append(m["mst_rps"])
+    planned_level, other_level = (0, 1) if plan["memory_mb_per_slot"] == 158 else (1, 0)
+    other = measured[158.0 * 2**other_level]
+    assert levels.observed(other_level) == pytest.approx({n: sum(r) / len(r) for n, r in other.items()})
+    at_plan = levels.observed(planned_level)
+    assert set(at_plan) == set(range(1, 19)) and at_plan[plan["slots"]] > 0
+    job_level = knowledge.capacity.to_dict()["observed"]
+    assert {int(n): c["capacity_rps"] for n, c in job_level.items()} == pytest.approx(at_plan)
+    for n, rates in measured[plan["memory_mb_per_slot"]].items():  # measured wins over the surrogate
+        assert at_plan[n] == pytest.approx(sum(rates) / len(rates))
+
+    argv[-2:] = ["158", "250"]  # 250 MB is level 1's 316 by the nearest doubling, not its size
+    assert main([*argv, "--out", str(tmp_path / "p")]) == 0
+    store = KnowledgeStore(tmp_path / "p" / "knowledge.db")
+    levels = memory_of(store.load(settings)).capacities
+    store.close()
+    assert levels.known_levels() == [0]
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [
@@ -174,3 +214,32 @@ def test_a_seeded_daemon_sizes_every_vertex_at_its_first_loop(tmp_path, recorded
     dag = knowledge_store.load(KnowledgeSettings()).dag
     knowledge_store.close()
     assert not dag.seeds and None in dag.placement.values()  # adopted: rates learned on no TaskManager
+
+
+def test_a_seeded_stateful_daemon_weighs_other_memory_levels_at_its_first_loop(tmp_path, recorded_workloads):
+    """The plan's per-level capacities reach the memory-aware plan: from its first loop it can price the
+    levels the testbed ran (a cold daemon knows only the level it runs at, until Justin's steps explore)."""
+    import json
+
+    from config.load import load_config
+    from daemon.simulate import simulate
+    from tests.conftest import trace_head
+
+    trace = trace_head(recorded_workloads, "advertising_6h_550K_max.csv", 180, tmp_path)
+    config_file, store = tmp_path / "c.yaml", tmp_path / "k.db"
+    config_file.write_text(f"twin:\n  workload: {trace}\n  job_profile: read-heavy\n")
+    peak = max(float(line.split("|")[1]) for line in trace.read_text().splitlines()[1:])
+    argv = ["plan-capacity", "--config", str(config_file), "--target-rate", str(peak), "--budget-max", "3"]
+    argv += ["--max-measurements", "5", "--memory-profiles", "158", "632", "--knowledge", str(store)]
+    assert main([*argv, "--out", str(tmp_path / "o")]) == 0
+    config = load_config(config_file)
+
+    def first_loop_levels(audit) -> dict:
+        event = next(json.loads(line) for line in audit.read_text().splitlines() if '"decision"' in line)
+        return event["memory"]["capacity_rps_by_level"]
+
+    simulate(config, audit_path=tmp_path / "cold.jsonl")
+    simulate(config, audit_path=tmp_path / "seeded.jsonl", store_path=str(store))
+    assert first_loop_levels(tmp_path / "cold.jsonl") == {}
+    seeded = first_loop_levels(tmp_path / "seeded.jsonl")  # the job runs at level 0 (158 MB)
+    assert set(seeded) == {"2"} and all(c > 0 for c in seeded["2"].values())
