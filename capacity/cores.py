@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from capacity.dag import DagModel, SubtaskWindow
+from capacity.dag import CONTENDED_SHARE, DagModel, SubtaskWindow
 from capacity.model import CapacitySettings
 from capacity.regression import RegressionStats
 from messages.types import JobGraph
@@ -209,18 +209,32 @@ _COMPUTING_BUSY = 0.05
 """Busy share from which a subtask counts as computing on its TaskManager's core."""
 
 
+_SIBLING_MIN_BUSY = 0.01
+"""Busy share a sibling's records per busy second is read at, at least: a gauge under it rounds to nothing,
+and records / this much busy still under-states the sibling's rate."""
+
+
 def contended_taskmanagers(
     windows: list[SubtaskWindow],
     cpu: dict[str, float],
     model: CoreModel,
     busy: dict[str, float] | None = None,
+    keyed: frozenset[str] = frozenset(),
 ) -> frozenset[str]:
     """TaskManagers whose core two or more computing subtasks shared while saturated: their CPU reached
     saturation, or it came near it (a 60 s mean over seconds saturated and seconds not) while they were
     busy for more seconds than the core serves (each waits for it with records queued, which Flink counts
-    as busy time). A lone subtask busy all the time shows its own rate (the twin's single job catching up
-    at 9 TaskManagers read 50,000 rps, its capacity); subtasks busy at little CPU wait on something else
-    (a sink on its store)."""
+    as busy time), or while a subtask of a vertex without key groups (`keyed`: those with) processed under
+    `CONTENDED_SHARE` of the records per busy second of a sibling elsewhere. Such siblings run the same
+    code on the same kind of records, and a sibling's records per busy second only under-state its rate
+    (its busy time includes fixed overhead), so the slow one waits for its core, whatever the line of
+    CPU per busy second says: that line learns from the same inflated busy time. (On the twin's session
+    job a TaskManager whose session subtask took its core read its source at 10,000 records per busy
+    second, its siblings at 150,000, one window after the line stopped calling it overbooked; learned,
+    that rate held 18 slots through the next surge, believed to carry 30,000 rps while the job kept up
+    with 48,600.) A lone subtask busy all the time
+    shows its own rate (the twin's single job catching up at 9 TaskManagers read 50,000 rps, its
+    capacity); subtasks busy at little CPU wait on something else (a sink on its store)."""
     idle, per_busy = model.line()
     served = (model.settings.saturation_cpu - idle) / per_busy if per_busy > 0 else math.inf
     computing: dict[str, int] = defaultdict(int)
@@ -230,9 +244,29 @@ def contended_taskmanagers(
     busy = taskmanager_busy(windows) if busy is None else busy  # `busy`: the caller's, when it has it
     shared = {tm for tm, n in computing.items() if n >= 2 and math.isfinite(cpu.get(tm, math.nan))}
     saturation = model.settings.saturation_cpu
+    near = {tm for tm in shared if cpu[tm] >= NEAR_SATURATION * saturation}
+    slower = _slower_than_siblings(windows, keyed)
     return frozenset(
         tm
         for tm in shared
-        if cpu[tm] >= saturation
-        or (cpu[tm] >= NEAR_SATURATION * saturation and busy.get(tm, -math.inf) > served)
+        if cpu[tm] >= saturation or (tm in near and (busy.get(tm, -math.inf) > served or tm in slower))
     )
+
+
+def _slower_than_siblings(windows: list[SubtaskWindow], keyed: frozenset[str]) -> set[str]:
+    """TaskManagers holding a computing subtask of a vertex without key groups whose records per busy
+    second are under `CONTENDED_SHARE` of another subtask's of the vertex (docstring above)."""
+    by_vertex: dict[str, list[SubtaskWindow]] = defaultdict(list)
+    for w in windows:
+        if w.vertex_id not in keyed and w.records_in_rps > 0 and math.isfinite(w.busy):
+            by_vertex[w.vertex_id].append(w)
+    slower = set()
+    for mine in by_vertex.values():
+        bounds = [w.records_in_rps / max(w.busy, _SIBLING_MIN_BUSY) for w in mine]
+        for i, w in enumerate(mine):
+            others = bounds[:i] + bounds[i + 1 :]
+            if w.taskmanager_id is None or w.busy < _COMPUTING_BUSY or not others:
+                continue
+            if w.records_in_rps / w.busy < CONTENDED_SHARE * max(others):
+                slower.add(w.taskmanager_id)
+    return slower

@@ -69,7 +69,8 @@ def analyse_vertices(
     known = stateful and managed_mb is not None and math.isfinite(managed_mb)
     model.use_configuration(f"{managed_mb:.0f}mb" if known else "")
     busy = taskmanager_busy(windows)
-    model.learn(graph, windows, contended_taskmanagers(windows, worker_cpu, cores, busy))
+    keyed = frozenset(v.vertex_id for v in graph.vertices if graph.keyed(v.vertex_id))
+    model.learn(graph, windows, contended_taskmanagers(windows, worker_cpu, cores, busy, keyed))
     estimate = model.estimate(graph, windows, current, max_scaleout)
     if not saturated:
         cores.learn(busy, worker_cpu)

@@ -87,6 +87,30 @@ def test_the_model_survives_a_restart():
     assert math.isclose(CoreModel.from_dict({}).line()[0], CapacitySettings().idle_cpu)
 
 
+def test_a_subtask_far_slower_than_its_siblings_near_saturation_waits_for_its_core():
+    """A source subtask reading 6,000 records per busy second beside siblings at 100,000 (their ratio only
+    under-states their rate) waits for a core its keyed neighbour took, even where a line of CPU per busy
+    second, learned from inflated busy time, says the core serves more: that reading is no rate."""
+    graph = chain(3, 3, keyed=(1,))
+    model = CoreModel(CapacitySettings(saturation_cpu=0.95, idle_cpu=0.05))
+    for _ in range(40):  # the line says a busy second costs 0.3 CPU: the core serves 3 busy seconds
+        model.learn({"tm-0": 0.5, "tm-1": 1.5}, {"tm-0": 0.2, "tm-1": 0.5})
+    sources = [series("v0", i, 3000.0, busy) for i, busy in enumerate((0.03, 0.03, 0.5))]
+    keyed = [series("v1", i, 3000.0, busy) for i, busy in enumerate((0.6, 0.6, 0.95))]
+    windows = subtask_windows(sources + keyed, graph, uptime_s=3600.0, now_s=60.0, warmup_s=0.0)
+    cpu = {"tm-0": 0.7, "tm-1": 0.7, "tm-2": 0.9}
+    assert contended_taskmanagers(windows, cpu, model, keyed=frozenset({"v1"})) == {"tm-2"}
+    # not near saturation: the slow one waits on something else (its store), and it is its rate
+    assert (
+        contended_taskmanagers(windows, {**cpu, "tm-2": 0.4}, model, keyed=frozenset({"v1"})) == frozenset()
+    )
+    # sources alike: 0.98 busy seconds on tm-2, under the 3 the line says its core serves; and a keyed
+    # vertex's subtasks differ in the state they hold, so no sibling tells another's rate
+    evenly = [series("v0", i, 3000.0, 0.03) for i in range(3)]
+    windows = subtask_windows(evenly + keyed, graph, uptime_s=3600.0, now_s=60.0, warmup_s=0.0)
+    assert contended_taskmanagers(windows, cpu, model, keyed=frozenset({"v1"})) == frozenset()
+
+
 def test_a_shared_core_counts_as_contended_at_saturation_or_overbooked_near_it_not_for_a_waiting_sink():
     graph = chain(1, 1)
     model = CoreModel(CapacitySettings(saturation_cpu=0.95, idle_cpu=0.05))
