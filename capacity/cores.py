@@ -262,11 +262,13 @@ def _slower_than_siblings(windows: list[SubtaskWindow], keyed: frozenset[str]) -
             by_vertex[w.vertex_id].append(w)
     slower = set()
     for mine in by_vertex.values():
-        bounds = [w.records_in_rps / max(w.busy, _SIBLING_MIN_BUSY) for w in mine]
-        for i, w in enumerate(mine):
-            others = bounds[:i] + bounds[i + 1 :]
-            if w.taskmanager_id is None or w.busy < _COMPUTING_BUSY or not others:
-                continue
-            if w.records_in_rps / w.busy < CONTENDED_SHARE * max(others):
-                slower.add(w.taskmanager_id)
+        # a computing subtask's own bound is its reading, so under half the highest it is never that one
+        fastest = max(w.records_in_rps / max(w.busy, _SIBLING_MIN_BUSY) for w in mine)
+        slower.update(
+            w.taskmanager_id
+            for w in mine
+            if w.taskmanager_id is not None
+            and w.busy >= _COMPUTING_BUSY
+            and w.records_in_rps / w.busy < CONTENDED_SHARE * fastest
+        )
     return slower

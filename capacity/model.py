@@ -354,6 +354,14 @@ class CapacityModel:
             seen.estimates += 1
         return capacity_rps, method if reliable else f"{method}-low-load"
 
+    def seed(self, capacities_rps: dict[int, float], at_s: float) -> int:
+        """Take capacities known from elsewhere (a capacity plan's testbed) as reliable observations at every
+        scale-out not observed yet; the model's own reliable estimates smooth them in later. Returns how
+        many were taken."""
+        fresh = {n: c for n, c in capacities_rps.items() if n not in self.observed}
+        self.observed.update((n, _ScaleoutKnowledge(c, at_s)) for n, c in fresh.items())
+        return len(fresh)
+
     # ---- persistence ----------------------------------------------------------------------------
     def to_dict(self) -> dict:
         return {

@@ -15,7 +15,6 @@ matplotlib.use("Agg")  # files only, never a display
 import matplotlib.pyplot as plt
 import numpy as np
 
-from capacity.model import CapacityModel
 from mape.knowledge import KnowledgeSettings, KnowledgeStore
 from memory.knowledge import MEMORY, memory_of
 from memory.levels import MemoryLevels
@@ -132,7 +131,7 @@ def seed_knowledge(
     store = KnowledgeStore(store_path)
     try:
         knowledge = store.load(settings)
-        knowledge.capacity, scaleouts = _observing(knowledge.capacity, planned, settings)
+        scaleouts = knowledge.capacity.seed(planned, SEEDED_AT_S)
         seeded_levels = []
         if levels is not None and MEMORY in knowledge.extensions:
             capacities = memory_of(knowledge).capacities
@@ -141,8 +140,7 @@ def seed_knowledge(
                 if level is None or not math.isclose(levels.managed_mb(level), memory_mb, rel_tol=0.01):
                     continue
                 seeds = planned if memory_mb == plan.memory_mb else _measured(plan, memory_mb, max_scaleout)
-                capacities.models[level, None], added = _observing(capacities.model(level), seeds, settings)
-                if added:
+                if capacities.model(level).seed(seeds, SEEDED_AT_S):
                     seeded_levels.append(level)
         vertices = vertex_seeds(plan.exploration.estimates, plan.memory_mb, plan.census)
         knowledge.dag.seed(vertices)
@@ -161,18 +159,3 @@ def _measured(plan: CapacityPlan, memory_mb: float, max_scaleout: int) -> dict[i
         if estimate.memory_mb == memory_mb and estimate.mst_rps > 0 and estimate.slots <= max_scaleout:
             by_slots.setdefault(estimate.slots, []).append(estimate.mst_rps)
     return {n: float(np.mean(rates)) for n, rates in sorted(by_slots.items())}
-
-
-def _observing(
-    model: CapacityModel, capacities: dict[int, float], settings: KnowledgeSettings
-) -> tuple[CapacityModel, int]:
-    """The model with `capacities` observed at every scale-out it has not observed itself, and how many
-    were added."""
-    state = model.to_dict()
-    seeded = {
-        str(n): {"capacity_rps": c, "updated_s": SEEDED_AT_S, "estimates": 1, "reliable": True}
-        for n, c in capacities.items()
-        if str(n) not in state["observed"]
-    }
-    state["observed"] = {**state["observed"], **seeded}
-    return CapacityModel.from_dict(state, settings.capacity), len(seeded)
