@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -81,6 +82,15 @@ class CoreModel:
         if pairs:
             x, y = np.array(pairs).T
             self.stats = self.stats.merge(RegressionStats.from_arrays(x, y))
+
+    def seed(self, points: Sequence[tuple[float, float]]) -> int:
+        """Start the line from (busy share, CPU) points a capacity plan's testbed measured; a model that
+        has data of its own keeps it. Returns the points taken."""
+        if self.stats.n or not points:
+            return 0
+        x, y = np.array(points, dtype=float).T
+        self.stats = RegressionStats.from_arrays(x, y)
+        return len(points)
 
     def line(self) -> tuple[float, float]:
         """(CPU at no busy time, CPU per busy second): the posterior mean of the line under the prior."""

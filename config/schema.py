@@ -115,7 +115,8 @@ class LoopConfig(Section):
         "above the last forecast's upper bound and the running capacity, and it no longer climbs, run an "
         "iteration at once (the plan's surge rule decides) instead of waiting up to interval_s. Quiet for "
         "interval_s after a rescale and for policies without a surge rule (the baselines, 'reactive'). "
-        "Null: no watch.",
+        "A daemon that starts informed (a store a capacity plan seeded, or one it already ran on) runs its "
+        "first iteration once two reads see the rate settled, not interval_s after its start. Null: no watch.",
     )
 
     @property

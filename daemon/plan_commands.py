@@ -189,7 +189,7 @@ def _plan(args: argparse.Namespace) -> int:
     levels = f", memory levels {', '.join(map(str, seeded.levels))}" if seeded.levels else ""
     print(
         f"seeded {store}: capacity of scale-outs 1..{max_scaleout} ({seeded.scaleouts} new{levels}), "
-        f"true rates of {seeded.vertices} vertices"
+        f"true rates of {seeded.vertices} vertices, CPU per busy second from {seeded.core_points} tests"
     )
     return EXIT_OK
 

@@ -16,10 +16,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from mape.knowledge import KnowledgeSettings, KnowledgeStore
+from mape.vertex_knowledge import vertex_knowledge
 from memory.knowledge import MEMORY, memory_of
 from memory.levels import MemoryLevels
 from planning.plan import CapacityPlan
-from planning.seeds import vertex_seeds
+from planning.seeds import core_points, vertex_seeds
 
 SEEDED_AT_S = 0.0
 
@@ -101,6 +102,8 @@ class Seeded:
     scaleouts: int
     levels: tuple[int, ...]
     vertices: int
+    core_points: int
+    """Testbed points on the CPU-per-busy-second line (0: none read, or the store had its own)."""
 
 
 def seed_knowledge(
@@ -121,8 +124,8 @@ def seed_knowledge(
       its measured MSTs only. The surrogate is fitted across memories and can be far off at one of them (a
       cache-bound job's capacity is not linear in memory); the daemon's cache curve fills the rest from
       the measurements.
-    - The testbed's per-vertex readings seed the per-vertex model (planning/seeds.py; a vertex the store
-      already learned keeps its own).
+    - The testbed's per-vertex readings seed the per-vertex model, and its CPU and busy readings the
+      TaskManagers' CPU-per-busy-second line (planning/seeds.py; what the store already learned stays).
     """
     planned = {
         **{n: c for n in range(1, max_scaleout + 1) if (c := plan.predict_rps(n, plan.memory_mb)) > 0},
@@ -144,11 +147,16 @@ def seed_knowledge(
                     seeded_levels.append(level)
         vertices = vertex_seeds(plan.exploration.estimates, plan.memory_mb, plan.census)
         knowledge.dag.seed(vertices)
+        points = core_points(plan.exploration.estimates, plan.memory_mb)
+        cores_taken = knowledge.cores.seed(points)
+        per_vertex = vertex_knowledge(knowledge)
+        if per_vertex is not None:
+            per_vertex.seed_cpu_share(points, settings.capacity.idle_cpu, settings.capacity.saturation_cpu)
         store.save(knowledge, None)
         knowledge.close()
     finally:
         store.close()
-    return Seeded(scaleouts, tuple(seeded_levels), len(vertices))
+    return Seeded(scaleouts, tuple(seeded_levels), len(vertices), cores_taken)
 
 
 def _measured(plan: CapacityPlan, memory_mb: float, max_scaleout: int) -> dict[int, float]:

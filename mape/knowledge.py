@@ -128,6 +128,12 @@ class Knowledge:
     """The last rescales the execute side measured from request to running (the per-vertex path's
     downtimes, to learn its recovery from)."""
 
+    @property
+    def informed(self) -> bool:
+        """Whether it knows a capacity before this daemon's first iteration: a store a capacity plan seeded
+        (daemon/plan_output.py) or one a daemon already ran on."""
+        return self.iteration > 0 or bool(self.capacity.observed) or bool(self.dag.seeds)
+
     def remember_rescales(self, completed: tuple[CompletedRescale, ...]) -> None:
         self.rescales.extend(completed)
 

@@ -79,10 +79,12 @@ class MapeLoop:
         anything reacts; a step seen 50 s late had the lag over the SLO before the restart began. Quiet
         for a loop interval after a rescale (its restart is the reaction), while the last iteration's own
         assessment saw the surge (it decided on it), without a forecast (baselines) and where the source
-        cannot read the rate alone."""
+        cannot read the rate alone. Before the first iteration, the first look (`_first_look`)."""
         last, knowledge = self.last_assessment, self.knowledge
-        if not isinstance(self.source, RateSource) or last is None:
+        if not isinstance(self.source, RateSource):
             return False
+        if last is None:
+            return self._first_look(now_s)
         capacity_rps = last.capacity(last.current_scaleout)
         if surging(last.workload_recent_rps, last.expected_upper_rps, capacity_rps):
             return False  # the last iteration saw this surge already: its decision stands until the next
@@ -91,22 +93,49 @@ class MapeLoop:
         expected = expected_upper_rps(knowledge.forecaster.last_forecast, now_s)
         if not math.isfinite(expected):
             return False
-        try:
-            timestamps_s, rates_rps = self.source.input_rate(now_s, RECENT_S)
-        except Exception as error:  # the next iteration reads (and reports) the source again
-            self.log.warning("surge-watch-unreadable", time_s=now_s, error=_describe(error))
-            return False
-        recent, newest = recent_rps(timestamps_s, rates_rps, now_s)
+        recent, newest = self._read_rate(now_s)
         if not surging(recent, expected, capacity_rps):
             self._surge_newest_rps = None
             return False
-        previous, self._surge_newest_rps = self._surge_newest_rps, newest
-        if previous is None or newest > previous * (1.0 + SURGE_SETTLED):
-            return False  # a rate meter averages the seconds before a sample: wait until the level settles
-        self._surge_newest_rps = None
+        if not self._settled(newest):
+            return False
         self.log.info(
             "surge-watch", time_s=now_s, recent_rps=_round(recent), expected_upper_rps=_round(expected)
         )
+        return True
+
+    def _first_look(self, now_s: float) -> bool:
+        """A daemon that starts informed (a store a capacity plan seeded, or a restarted daemon's) runs its
+        first iteration once the input rate has settled (two reads in a row, at the watch's period)
+        instead of a whole loop interval after its start: it can size the job from what it knows, and a
+        job started far too small runs behind from its first seconds (on the twin, a `wordcount` seeded at
+        1 subtask per vertex spent 64-70 s over the SLO waiting for the 60 s loop, and none when it looked
+        at 20 s). A cold daemon knows no capacity: it waits for its first loop as before."""
+        if not self.knowledge.informed:
+            return False
+        recent, newest = self._read_rate(now_s)
+        if not (math.isfinite(recent) and self._settled(newest)):
+            return False
+        self.log.info("first-look", time_s=now_s, recent_rps=_round(recent))
+        return True
+
+    def _read_rate(self, now_s: float) -> tuple[float, float]:
+        """The watch's one read: the mean input rate over the last RECENT_S seconds and the newest sample
+        (NaN, NaN when unreadable: the next iteration reads, and reports, the source again)."""
+        try:
+            timestamps_s, rates_rps = self.source.input_rate(now_s, RECENT_S)
+        except Exception as error:
+            self.log.warning("surge-watch-unreadable", time_s=now_s, error=_describe(error))
+            return math.nan, math.nan
+        return recent_rps(timestamps_s, rates_rps, now_s)
+
+    def _settled(self, newest_rps: float) -> bool:
+        """Whether the newest sample no longer climbs against the previous read's: a rate meter averages the
+        seconds before a sample, so a level is taken only once it settles."""
+        previous, self._surge_newest_rps = self._surge_newest_rps, newest_rps
+        if previous is None or not newest_rps <= previous * (1.0 + SURGE_SETTLED):
+            return False
+        self._surge_newest_rps = None
         return True
 
     def iterate(self, now_s: float) -> IterationResult:

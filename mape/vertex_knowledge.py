@@ -26,6 +26,7 @@ An analysis extension (mape/extensions.py); its state is saved in the knowledge 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -91,6 +92,24 @@ class VertexKnowledge:
             self.cpu_per_busy = share
         else:
             self.cpu_per_busy += CPU_PER_BUSY_SMOOTHING * (share - self.cpu_per_busy)
+
+    def seed_cpu_share(
+        self, points: Sequence[tuple[float, float]], idle_cpu: float, saturation_cpu: float
+    ) -> bool:
+        """Start the CPU per busy second from a capacity plan's testbed: (busy seconds per TaskManager, its
+        mean CPU) of tests its cores were not saturated in, the median of the TaskManagers' shares as each
+        loop takes it (its slots all held the same mix, so no vertex's own share is known). Knowledge
+        learned already stays. Returns whether it seeded."""
+        span = saturation_cpu - idle_cpu
+        shares = [
+            (cpu - idle_cpu) / span / busy
+            for busy, cpu in points
+            if busy >= MIN_BUSY_FOR_CPU and cpu < NEAR_SATURATION * saturation_cpu
+        ]
+        if math.isfinite(self.cpu_per_busy) or not shares or span <= 0:
+            return False
+        self.cpu_per_busy = _plausible_share(float(np.median(shares)))
+        return True
 
     def learn_vertex_cpu(self, shares: dict[str, float]) -> None:
         for vertex_id, share in shares.items():

@@ -8,7 +8,8 @@ Flink's network buffers hold by the thousand when records are small. A phase sch
 programmed into the trace a few seconds ahead, so each phase starts at a known whole second of the job's
 clock. At every phase boundary the testbed reads Flink's REST API: the source's emitted records and
 pending records, and per vertex and subtask the records in and the accumulated busy milliseconds
-(`accumulateBusyTimeMs`); a phase's rates are the differences over the wall time between the two reads.
+(`accumulateBusyTimeMs`), and the TaskManagers' CPU time; a phase's rates are the differences over the
+wall time between the two reads.
 Counters, not Flink's per-second meters: those average over the last 60 s and would blur the phases.
 Flink's REST API answers from its previous fetch of the metrics, so a read repeats until the source's
 `clockMs` gauge is newer than the read's start and every vertex's counters come from that one fetch; that
@@ -18,6 +19,7 @@ gauge's instant is the reading's time.
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -99,6 +101,8 @@ class _Counters:
     """Vertex name → records in per subtask (cumulative)."""
     records_out: dict[str, float]
     busy_ms: dict[str, tuple[float, ...]]
+    cpu_s: float = math.nan
+    """CPU seconds the TaskManagers' JVMs used so far, summed (NaN: not read)."""
 
 
 class LocalFlinkTestbed:
@@ -113,6 +117,7 @@ class LocalFlinkTestbed:
         self._rest: FlinkRest | None = None
         self._trace: TraceFile | None = None
         self._job_id = ""
+        self._slots = 0
         self._vertices: list[tuple[str, str, int, int]] = []
         """(id, name, parallelism, key groups or 0) in topological order, the source first."""
         self._upstream: dict[str, str] = {}
@@ -143,6 +148,7 @@ class LocalFlinkTestbed:
         except TaskManagersFailed as error:
             raise FlinkTestbedError(str(error)) from error
         self._await_running(slots, workdir)
+        self._slots = slots
         self._trace.anchor(self._await(self._trace_start_s, workdir, "the load job's trace clock"))
 
     def run(self, phases: list[Phase]) -> list[PhaseReading]:
@@ -181,12 +187,14 @@ class LocalFlinkTestbed:
             vertices.append(
                 VertexReading(name, total / span_s, busyness, parallelism, shares, key_groups, per_subtask)
             )
+        cores = len(os.sched_getaffinity(0))
         return PhaseReading(
             injected_rps=phase.rate_rps,
             achieved_rps=(after.emitted - before.emitted) / span_s,
             pending_start=before.pending,
             pending_end=after.pending,
             vertices=tuple(vertices),
+            cpu_load=(after.cpu_s - before.cpu_s) / span_s / max(self._slots, 1) / cores,
         )
 
     def _counters(self) -> _Counters:
@@ -227,7 +235,22 @@ class LocalFlinkTestbed:
         emitted = records_out[self._vertices[0][1]]
         pending = sum(v for k, v in source.items() if k.endswith(".pendingRecords"))
         pending += self._in_flight(emitted, records_in, records_out)
-        return _Counters(clock_ms / 1000, emitted, pending, records_in, records_out, busy_ms)
+        return _Counters(
+            clock_ms / 1000, emitted, pending, records_in, records_out, busy_ms, self._cpu_seconds()
+        )
+
+    def _cpu_seconds(self) -> float:
+        """The TaskManagers' summed `Status.JVM.CPU.Time` (a counter, ns) from the same fetch as the vertices'
+        counters: over a phase it gives the mean of the `Status.JVM.CPU.Load` gauge the daemon reads (CPU
+        time over wall time and this machine's cores, where the TaskManagers run). NaN when Flink does
+        not answer it: the CPU is optional (the plan then seeds no CPU per busy second)."""
+        if self._rest is None:
+            return math.nan
+        try:
+            answer = self._get("/taskmanagers/metrics", {"get": "Status.JVM.CPU.Time", "agg": "sum"})
+            return float(answer[0]["sum"]) / 1e9
+        except (requests.RequestException, IndexError, KeyError, TypeError, ValueError):
+            return math.nan
 
     def _in_flight(
         self, emitted: float, records_in: dict[str, tuple[float, ...]], records_out: dict[str, float]

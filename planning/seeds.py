@@ -8,6 +8,9 @@ without records (a vertex far from saturated at the MST reads busy/records high 
 ratio at the last passed test where the tests' busy shares hardly differ. Where the input is spread
 evenly it is scaled to the slowest subtask's (the one that binds); a keyed vertex keeps the mean, and its
 subtask shares (the key-group census's too) carry the skew. The input ratio is the last run's.
+
+The tests' CPU readings, against the busy time they carried, seed how much CPU a busy second costs
+(`core_points`).
 """
 
 from __future__ import annotations
@@ -50,6 +53,23 @@ def vertex_seeds(
         VertexSeed(name, rates.get(name, {}), ratios[name], key_groups.get(name, 0), shares.get(name, {}))
         for name in ratios
     )
+
+
+def core_points(estimates: Sequence[Estimate], memory_mb: float) -> tuple[tuple[float, float], ...]:
+    """(busy seconds per TaskManager, mean CPU load) of every passed test at `memory_mb` that read both:
+    points on the daemon's CPU-per-busy-second line (capacity/cores.py), which otherwise starts from its
+    prior (a busy second costs a core's second) and over-states a vertex that waits rather than computes
+    (a sink on an external store). A failed test's busy time may include waiting for the core, as the
+    daemon leaves out a saturated job's; one TaskManager per slot, as the testbeds deploy."""
+    points = []
+    for run in estimates:
+        if run.memory_mb != memory_mb:
+            continue
+        for test in run.tests:
+            busy = test.reading.busy_per_taskmanager(run.slots)
+            if test.passed and math.isfinite(busy) and math.isfinite(test.reading.cpu_load):
+                points.append((busy, test.reading.cpu_load))
+    return tuple(points)
 
 
 def _true_rate_rps(readings: list[VertexReading], final: VertexReading) -> float:

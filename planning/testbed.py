@@ -1,5 +1,6 @@
 """What the planner needs from a testbed: deploy a configuration, inject rates phase by phase, and say
-what the source achieved, how many records were pending, and per vertex its input rate and busyness."""
+what the source achieved, how many records were pending, per vertex its input rate and busyness, and the
+TaskManagers' CPU."""
 
 from __future__ import annotations
 
@@ -63,13 +64,25 @@ class Phase:
 
 @dataclass(frozen=True)
 class PhaseReading:
-    """What one phase showed: the source's achieved rate and the records pending at its start and end."""
+    """What one phase showed: the source's achieved rate, the records pending at its start and end, per
+    vertex its rates and busyness, and the TaskManagers' mean CPU load (the gauge the daemon reads, Flink's
+    `Status.JVM.CPU.Load`; NaN: not read)."""
 
     injected_rps: float
     achieved_rps: float
     pending_start: float
     pending_end: float
     vertices: tuple[VertexReading, ...] = ()
+    cpu_load: float = math.nan
+
+    def busy_per_taskmanager(self, task_managers: int) -> float:
+        """The vertices' busy seconds per second over `task_managers`, what one TaskManager's core carries
+        on average: the x of the daemon's core line (capacity/cores.py), which leaves out a vertex that
+        reports no busy time (a legacy source) the same way. NaN when no vertex reports it."""
+        reporting = [v for v in self.vertices if math.isfinite(v.busyness)]
+        if task_managers < 1 or not reporting:
+            return math.nan
+        return sum(v.busyness * v.parallelism for v in reporting) / task_managers
 
     def busy_s_per_record(self, speeds: Sequence[float] = ()) -> dict[str, float]:
         """Per vertex with a busyness reading, its busy slot-seconds per source record (its weight in a

@@ -94,7 +94,8 @@ class TwinTestbed:
             achieved = float(processed[start:end].mean())
             pending_end = float(lag[end]) if end < len(lag) else float(end_lag)
             vertices = self._vertices(twin, achieved)
-            readings.append(PhaseReading(rate, achieved, float(lag[start]), pending_end, vertices))
+            cpu = float(np.nanmean(twin.history.view("cpu")[start:end, : twin.parallelism]))
+            readings.append(PhaseReading(rate, achieved, float(lag[start]), pending_end, vertices, cpu))
         return readings
 
     def _vertices(self, twin: Twin, source_rps: float) -> tuple[VertexReading, ...]:

@@ -53,7 +53,10 @@ def test_run_prints_one_audit_event_per_iteration_and_resumes(tmp_path: Path):
     events = [json.loads(line) for line in out.splitlines()]
     assert events[0]["resumed_iteration"] == 5
     assert [e["iteration"] for e in events if e["event"] == "iteration"] == [6, 7]
-    assert [e["time_s"] for e in events if e["event"] == "iteration"] == [360.0, 420.0]
+    # informed by its store, it looks once two watch reads (310, 320 s) see the rate settled, then
+    # iterates on its 60 s grid again
+    assert [e["time_s"] for e in events if e["event"] == "iteration"] == [320.0, 360.0]
+    assert [e["time_s"] for e in events if e["event"] == "first-look"] == [320.0]
 
 
 def test_sigterm_finishes_the_iteration_persists_and_exits_0(tmp_path: Path):

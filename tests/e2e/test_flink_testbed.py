@@ -8,6 +8,7 @@ The testbed starts its own cluster (its own ports) beside the session's; the job
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
 
@@ -56,6 +57,12 @@ def test_the_estimate_finds_the_sink_bound_capacity_of_one_slot(testbed):
     assert store.busyness > 0.8 > burn.busyness, "the waiting sink, not the burn, is the busy vertex"
     assert burn.key_groups == 128 and store.key_groups == 0, "keyed vertices are told apart by their edge"
     assert math.isnan(vertices["Source: trace"].busyness) or vertices["Source: trace"].busyness >= 0
+    final = estimate.final
+    cpu_cores = final.cpu_load * len(os.sched_getaffinity(0))  # the one TaskManager's cores in use
+    assert 0 < cpu_cores < 0.5 * final.busy_per_taskmanager(1), (
+        f"the waiting sink's busy seconds cost little CPU: {cpu_cores:.2f} cores for "
+        f"{final.busy_per_taskmanager(1):.2f} busy seconds per second"
+    )
 
 
 def test_a_rate_above_capacity_shows_as_growing_pending_records_and_fails_the_test(testbed):

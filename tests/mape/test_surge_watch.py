@@ -163,6 +163,28 @@ def test_no_watch_before_the_first_assessment_or_without_a_forecast(step_trace):
     assert surge_watch_s(Config()) == 10.0
 
 
+def test_an_informed_daemon_looks_once_the_rate_settles_instead_of_waiting_for_its_first_loop(step_trace):
+    """A store a capacity plan seeded knows capacities before the first iteration: the watch runs that
+    iteration at its second read of a settled rate, with no forecast to judge a surge by yet."""
+    config = parse_config({"twin": {"workload": str(step_trace)}, "knowledge": {"path": ":memory:"}}, "t")
+    world = make_twin(config)
+    informed = Knowledge()
+    informed.capacity.seed({n: 5000.0 * n for n in range(1, 13)}, 0.0)
+    source = _Lying(world.source, 18000.0)
+    loop = make_loop(config, source, world.target, informed, KnowledgeStore(":memory:"))
+    world.twin.advance_to(30.0)
+    assert not loop.surge_seen(10.0)  # one read: the level is not confirmed yet
+    source.rate_rps = 20000.0  # a meter still climbing to the job's rate
+    assert not loop.surge_seen(20.0)
+    with capture_logs() as events:
+        assert loop.surge_seen(30.0)
+    assert [e["recent_rps"] for e in events if e["event"] == "first-look"] == [20000.0]
+    decision = loop.iterate(30.0).decision
+    assert decision.time_s == 30.0 and loop.last_assessment is not None
+    source.rate_rps = 20000.0
+    assert not loop.surge_seen(40.0), "after its first iteration only a surge runs one"
+
+
 def _surges(step_trace: Path, tmp_path: Path, watch_s: float | None) -> tuple[dict, list[dict]]:
     audit = tmp_path / f"audit-{watch_s}.jsonl"
     config = {"twin": {"workload": str(step_trace)}, "loop": {"surge_watch_s": watch_s}}

@@ -5,7 +5,9 @@ import json
 import pytest
 import yaml
 
+from capacity.cores import CoreModel
 from capacity.model import CapacityModel
+from config.schema import Config
 from daemon.cli import main
 from mape.knowledge import KnowledgeSettings, KnowledgeStore
 
@@ -65,6 +67,32 @@ def test_a_daemon_on_the_seeded_store_knows_every_scale_out(planned):
     assert set(seeds["join"].rate_rps) == measured and min(seeds["join"].rate_rps.values()) > 0
     assert seeds["filter"].input_ratio == 1.0 > seeds["join"].input_ratio > 0
     assert seeds["join"].key_groups == 128 and 128 in seeds["join"].shares  # the key-group census
+
+
+def test_a_waiting_sinks_low_cpu_per_busy_second_is_seeded_for_the_cores_and_the_vertex_plan(
+    tmp_path, capsys
+):
+    """io-sink's sink is busy while it waits on its store: the testbed's CPU readings replace the cores'
+    prior (a busy second costs a core's second), which would size a seeded daemon's first loop for a
+    CPU-bound job; at vertex granularity the per-vertex plan's CPU share starts from them too."""
+    from daemon.build import knowledge_settings
+    from mape.vertex_knowledge import vertex_knowledge
+
+    config_file, store_path = tmp_path / "c.yaml", tmp_path / "k.db"
+    config_file.write_text("scaling:\n  granularity: vertex\n")
+    argv = ["plan-capacity", "--topology", "io-sink", "--target-rate", "30000", "--budget-max", "3"]
+    argv += ["--max-measurements", "4", "--config", str(config_file), "--knowledge", str(store_path)]
+    assert main([*argv, "--out", str(tmp_path / "o")]) == 0
+    assert "CPU per busy second from" in capsys.readouterr().out
+
+    config = Config.model_validate({"twin": {"topology": "io-sink"}, "scaling": {"granularity": "vertex"}})
+    store = KnowledgeStore(store_path)
+    knowledge = store.load(knowledge_settings(config))
+    store.close()
+    prior = CoreModel(knowledge.cores.settings).line()[1]
+    assert knowledge.cores.stats.n >= 3
+    assert knowledge.cores.line()[1] < 0.5 * prior
+    assert vertex_knowledge(knowledge).cpu_per_busy < 0.5
 
 
 def test_seeding_keeps_what_the_store_already_learned(tmp_path):
@@ -153,7 +181,6 @@ def test_the_local_flink_testbed_without_flink_is_one_line(tmp_path, monkeypatch
 
 
 def test_a_simulated_daemon_starts_from_the_seeded_store(tmp_path, recorded_workloads):
-    from config.schema import Config
     from daemon.simulate import simulate
     from tests.conftest import trace_head
 
@@ -178,10 +205,11 @@ def test_a_simulated_daemon_starts_from_the_seeded_store(tmp_path, recorded_work
 
 def test_a_seeded_daemon_sizes_every_vertex_at_its_first_loop(tmp_path, recorded_workloads):
     """At vertex granularity the plan's per-vertex true rates let the first loop rescale a job started far
-    too small; a cold daemon has no rate to size a vertex with until its first windows are learned."""
+    too small, and an informed daemon looks as soon as the input rate settles (two watch reads) instead
+    of a loop interval after its start; a cold daemon has no rate to size a vertex with until its first
+    windows are learned."""
     import json
 
-    from config.schema import Config
     from daemon.simulate import simulate
     from tests.conftest import trace_head
 
@@ -206,7 +234,7 @@ def test_a_seeded_daemon_sizes_every_vertex_at_its_first_loop(tmp_path, recorded
     simulate(config, audit_path=tmp_path / "cold.jsonl")
     simulate(config, audit_path=tmp_path / "seeded.jsonl", store_path=str(store))
     cold, seeded = first_loop(tmp_path / "cold.jsonl"), first_loop(tmp_path / "seeded.jsonl")
-    assert cold["time_s"] == seeded["time_s"] == 60.0
+    assert cold["time_s"] == 60.0 and seeded["time_s"] == 20.0
     assert cold["action"] == "hold"
     assert seeded["action"] == "scale_out"
     assert min(seeded["target_vertex_parallelism"].values()) > 1
