@@ -181,7 +181,6 @@ def test_an_informed_daemon_looks_once_the_rate_settles_instead_of_waiting_for_i
     assert [e["recent_rps"] for e in events if e["event"] == "first-look"] == [20000.0]
     decision = loop.iterate(30.0).decision
     assert decision.time_s == 30.0 and loop.last_assessment is not None
-    source.rate_rps = 20000.0
     assert not loop.surge_seen(40.0), "after its first iteration only a surge runs one"
 
 
