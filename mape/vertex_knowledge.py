@@ -100,13 +100,11 @@ class VertexKnowledge:
         mean CPU) of tests its cores were not saturated in, the median of the TaskManagers' shares as each
         loop takes it (its slots all held the same mix, so no vertex's own share is known). Knowledge
         learned already stays. Returns whether it seeded."""
-        span = saturation_cpu - idle_cpu
-        shares = [
-            (cpu - idle_cpu) / span / busy
-            for busy, cpu in points
-            if busy >= MIN_BUSY_FOR_CPU and cpu < NEAR_SATURATION * saturation_cpu
-        ]
-        if math.isfinite(self.cpu_per_busy) or not shares or span <= 0:
+        if math.isfinite(self.cpu_per_busy) or saturation_cpu <= idle_cpu:
+            return False
+        in_span = [(busy, _cpu_in_span(busy, cpu, idle_cpu, saturation_cpu)) for busy, cpu in points]
+        shares = [share / busy for busy, share in in_span if math.isfinite(share)]
+        if not shares:
             return False
         self.cpu_per_busy = _plausible_share(float(np.median(shares)))
         return True
@@ -191,8 +189,7 @@ class VertexWatch(ObservingExtension):
         count's 0.76 CPU per busy second, where it costs 1, promised a configuration 13% more than it
         carries)."""
         graph = observation.job_graph
-        span = self.saturation_cpu - self.idle_cpu
-        if graph is None or span <= 0:
+        if graph is None or self.saturation_cpu <= self.idle_cpu:
             return {}, {}
         parallelism = {v.vertex_id: v.parallelism for v in graph.vertices}
         sources = {v.vertex_id for v in graph.sources}
@@ -209,10 +206,20 @@ class VertexWatch(ObservingExtension):
         for worker in observation.workers:
             readings = worker.cpu[np.isfinite(worker.cpu)]
             used = float(readings.mean()) if len(readings) else math.nan
-            loaded = sum(busy.get(worker.worker_id, {}).values()) >= MIN_BUSY_FOR_CPU
-            if loaded and used < NEAR_SATURATION * self.saturation_cpu:
-                cpu[worker.worker_id] = (used - self.idle_cpu) / span
+            busy_total = sum(busy.get(worker.worker_id, {}).values())
+            share = _cpu_in_span(busy_total, used, self.idle_cpu, self.saturation_cpu)
+            if math.isfinite(share):
+                cpu[worker.worker_id] = share
         return {tm: busy[tm] for tm in cpu}, cpu
+
+
+def _cpu_in_span(busy: float, used: float, idle_cpu: float, saturation_cpu: float) -> float:
+    """A TaskManager's CPU as a share of the span idle → saturation where it tells what a busy second costs:
+    its subtasks busy enough, its core not near saturation (a saturated core's CPU stops while its
+    records keep their cost); NaN elsewhere."""
+    if busy < MIN_BUSY_FOR_CPU or not used < NEAR_SATURATION * saturation_cpu:
+        return math.nan
+    return (used - idle_cpu) / (saturation_cpu - idle_cpu)
 
 
 def _plausible_share(share: float) -> float:

@@ -82,7 +82,7 @@ class PhaseReading:
         reporting = [v for v in self.vertices if math.isfinite(v.busyness)]
         if task_managers < 1 or not reporting:
             return math.nan
-        return sum(v.busyness * v.parallelism for v in reporting) / task_managers
+        return sum(v.busy_slot_s() for v in reporting) / task_managers
 
     def busy_s_per_record(self, speeds: Sequence[float] = ()) -> dict[str, float]:
         """Per vertex with a busyness reading, its busy slot-seconds per source record (its weight in a
