@@ -158,13 +158,15 @@ SURGE_LOOP_S = 60
 def test_a_load_step_between_iterations_is_met_by_the_surge_watch_before_the_next_one(stack, tmp_path):
     """`foresail` with its shipped loop (60 s) and surge queries: the step comes right after an iteration, the
     watch reads the 20 s rate every 5 s and runs an iteration on its own, whose surge rule scales out; the next
-    scheduled iteration would have come a minute after the step."""
+    scheduled iteration would have come a minute after the step. A daemon started again on that store starts
+    informed: its first look runs the first iteration once two watch reads see the rate settled, not a loop
+    after its start."""
     flink = stack.flink
     config = daemon_config(flink, stack.prometheus.url, tmp_path, {"kind": "prometheus+local-flink"})
     config["loop"] = {"interval_s": SURGE_LOOP_S, "window_s": 20, "surge_watch_s": 5}
     config["scaling"] |= {"policy": "foresail", "stabilization_s": SURGE_LOOP_S}
     stack.settle()
-    daemon = DaemonProcess(config, tmp_path, "surge")
+    daemon, resumed = DaemonProcess(config, tmp_path, "surge"), None
     try:
         # a forecast (with its upper bound) and a capacity for one worker, from an iteration on clean data
         calm = daemon.wait_event(
@@ -179,9 +181,16 @@ def test_a_load_step_between_iterations_is_met_by_the_surge_watch_before_the_nex
         target = decided["decision"]["target_scaleout"]
         flink.wait_parallelism(target, timeout_s=120)
         assert daemon.terminate() == 0
+        started_s = time.time()
+        resumed = DaemonProcess(config, tmp_path, "surge-resumed")
+        first = resumed.wait_event(
+            lambda e: e.get("event") == "iteration", SURGE_LOOP_S + 30, "a first iteration"
+        )
+        assert resumed.terminate() == 0
     finally:
-        if daemon.process.poll() is None:
-            daemon.kill()
+        for process in (daemon, resumed):
+            if process is not None and process.process.poll() is None:
+                process.kill()
         _one_worker_at_a_light_load(stack)
 
     watched = [e for e in daemon.snapshot() if e.get("event") == "surge-watch"]
@@ -193,9 +202,16 @@ def test_a_load_step_between_iterations_is_met_by_the_surge_watch_before_the_nex
     assert react_s < SURGE_LOOP_S - 5, react_s
     assert decided["time_s"] - calm["time_s"] < SURGE_LOOP_S
     assert target >= 2
+    # the resumed daemon's first iteration came at its first look, well before its first loop
+    looked = [e for e in resumed.snapshot() if e.get("event") == "first-look"]
+    assert looked, resumed.audit_path
+    assert 0 <= first["time_s"] - looked[0]["time_s"] < 5, (looked[0], first["time_s"])
+    first_look_s = first["time_s"] - started_s
+    assert first_look_s < SURGE_LOOP_S / 2, first_look_s
     record_figures("local-flink-surge", {"step_to_decision_s": round(react_s, 1), "scaleout_target": target,
                                          "recent_rps_at_watch": watched[0]["recent_rps"],
-                                         "expected_upper_rps": watched[0]["expected_upper_rps"]})  # fmt: skip
+                                         "expected_upper_rps": watched[0]["expected_upper_rps"],
+                                         "resumed_first_iteration_s": round(first_look_s, 1)})  # fmt: skip
 
 
 def _one_worker_at_a_light_load(stack) -> None:
