@@ -5,7 +5,8 @@ A rising load makes the daemon scale out, a falling one scale in; checked on Fli
 audit log. The daemon is killed with SIGKILL right after it decided the scale-out (Flink still
 rescaling) and started again: it must pick the rescale up, not scale twice, and keep what it learned.
 A load step between two iterations of the `foresail` policy is met by the surge watch (the short-window
-rate read every few seconds), not by the next scheduled iteration. The shipped PromQL (check-config's probe)
+rate read every few seconds), not by the next scheduled iteration, and a daemon started again on that
+store runs its first iteration at its first look, not a loop after its start. The shipped PromQL (check-config's probe)
 finds every metric the loop needs on this stack.
 """
 
@@ -188,9 +189,9 @@ def test_a_load_step_between_iterations_is_met_by_the_surge_watch_before_the_nex
         )
         assert resumed.terminate() == 0
     finally:
-        for process in (daemon, resumed):
-            if process is not None and process.process.poll() is None:
-                process.kill()
+        for run in (daemon, resumed):
+            if run is not None and run.process.poll() is None:
+                run.kill()
         _one_worker_at_a_light_load(stack)
 
     watched = [e for e in daemon.snapshot() if e.get("event") == "surge-watch"]
