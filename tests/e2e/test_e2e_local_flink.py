@@ -6,8 +6,8 @@ audit log. The daemon is killed with SIGKILL right after it decided the scale-ou
 rescaling) and started again: it must pick the rescale up, not scale twice, and keep what it learned.
 A load step between two iterations of the `foresail` policy is met by the surge watch (the short-window
 rate read every few seconds), not by the next scheduled iteration, and a daemon started again on that
-store runs its first iteration at its first look, not a loop after its start. The shipped PromQL (check-config's probe)
-finds every metric the loop needs on this stack.
+store runs its first iteration at its first look, not a loop after its start. The shipped PromQL
+(check-config's probe) finds every metric the loop needs on this stack.
 """
 
 from __future__ import annotations
