@@ -32,9 +32,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from capacity.dag import CONTENDED_SHARE, DagModel, SubtaskWindow
+from capacity.dag import CONTENDED_SHARE, DagModel
 from capacity.model import CapacitySettings
 from capacity.regression import RegressionStats
+from capacity.subtask_windows import SubtaskWindow
 from messages.types import JobGraph
 
 _MAX_UNKNOWN_BUSY = 0.1

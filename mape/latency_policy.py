@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from capacity.dag import key_group_owner
+from capacity.key_groups import key_group_owner
 from capacity.latency import Station, greedy_allocation, network_latency_s
 from capacity.model import CapacityModel
 from capacity.regression import RegressionStats

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from capacity.dag import key_group_owner, subtask_windows
+from capacity.key_groups import key_group_owner
+from capacity.subtask_windows import subtask_windows
 from mape.extensions import ObservingExtension
 from mape.knowledge import Knowledge
 from messages.types import CAPACITY_RESOLUTION, Assessment, Observation

@@ -18,7 +18,8 @@ import math
 from dataclasses import dataclass, replace
 
 from capacity.cores import CoreLimit, CoreModel, contended_taskmanagers, taskmanager_busy
-from capacity.dag import DagModel, subtask_windows
+from capacity.dag import DagModel
+from capacity.subtask_windows import subtask_windows
 from messages.types import Observation, VertexAssessment
 
 _SHARED_CORE = "the vertices share each TaskManager's core"

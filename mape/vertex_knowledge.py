@@ -33,6 +33,7 @@ import numpy as np
 from scipy.optimize import nnls
 
 from capacity.cores import NEAR_SATURATION
+from capacity.subtask_windows import input_rps
 from mape.extensions import ObservingExtension
 from mape.knowledge import Knowledge
 from messages.types import Assessment, JobEdge, JobGraph, JobVertex, Observation
@@ -195,7 +196,7 @@ class VertexWatch(ObservingExtension):
         sources = {v.vertex_id for v in graph.sources}
         busy: dict[str, dict[str, float]] = {}
         for series in observation.subtasks:
-            records = _records_in(series, series.vertex_id in sources)
+            records = input_rps(series, series.vertex_id in sources)
             records = records[np.isfinite(records)]
             p = parallelism.get(series.vertex_id, 0)
             rate = knowledge.dag.subtask_rate_rps(series.vertex_id, p, series.subtask_index)
@@ -259,7 +260,7 @@ def vertex_windows(observation: Observation) -> dict[str, VertexWindow]:
     windows = {}
     for vertex in graph.vertices:
         subtasks = grouped.get(vertex.vertex_id, [])
-        records_in = [_mean(_records_in(s, vertex.vertex_id in sources)) for s in subtasks]
+        records_in = [_mean(input_rps(s, vertex.vertex_id in sources)) for s in subtasks]
         records_out = [_mean(s.records_out_rps) for s in subtasks]
         busy = [_mean(s.busy_ms_per_s) / 1000.0 for s in subtasks]
         known = [b for b in busy if math.isfinite(b)]
@@ -271,12 +272,6 @@ def vertex_windows(observation: Observation) -> dict[str, VertexWindow]:
             max(known) if known else math.nan,
         )
     return windows
-
-
-def _records_in(series, source: bool) -> np.ndarray:
-    if source and not np.nansum(series.records_in_rps) > 0:
-        return series.records_out_rps
-    return series.records_in_rps
 
 
 def _mean(values: np.ndarray) -> float:

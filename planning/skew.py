@@ -22,13 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from capacity.key_groups import key_group_owner
 from planning.estimator import Estimate
 from planning.speeds import SlotSpeeds
 from planning.testbed import PhaseReading
-
-
-def key_group_owner(key_groups: int, parallelism: int) -> np.ndarray:
-    return np.arange(key_groups) * parallelism // key_groups
 
 
 def hottest_share(loads: np.ndarray, parallelism: int) -> float:

@@ -13,10 +13,11 @@ import math
 import numpy as np
 import pytest
 
-from capacity.dag import DagModel, _records_in, _subtask_window, subtask_windows
+from capacity.dag import DagModel
 from capacity.model import CapacityModel, _valid_window, line_key, valid_windows
 from capacity.regression import RegressionStats
 from capacity.rows import RowGroups
+from capacity.subtask_windows import _subtask_window, input_rps, subtask_windows
 from messages.types import JobEdge, JobGraph, JobVertex, SubtaskSeries, WorkerSeries
 from recovery.predict import predict_recoveries_s, predict_recovery_s
 
@@ -103,7 +104,7 @@ def test_subtask_windows_equal_one_subtask_at_a_time() -> None:
     graph, subtasks = _dag(np.random.default_rng(11))
     batched = subtask_windows(subtasks, graph, 40.0, 60.0, 10.0)
     one_by_one = (
-        _subtask_window(s, _records_in(s, s.vertex_id == "v0"), 30.0) for s in subtasks if s.subtask_index < 6
+        _subtask_window(s, input_rps(s, s.vertex_id == "v0"), 30.0) for s in subtasks if s.subtask_index < 6
     )
     single = [w for w in one_by_one if w]
     assert len(batched) == 24

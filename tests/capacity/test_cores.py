@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from capacity.cores import CoreModel, contended_taskmanagers, taskmanager_busy
-from capacity.dag import DagModel, subtask_windows
+from capacity.dag import DagModel
 from capacity.model import CapacitySettings
+from capacity.subtask_windows import subtask_windows
 from tests.capacity.test_dag import chain, learn, series
 
 RECORDS = np.linspace(100.0, 400.0, 12)

@@ -7,7 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from capacity.dag import DagModel, DagSettings, key_group_owner, subtask_windows
+from capacity.dag import DagModel, DagSettings
+from capacity.key_groups import key_group_owner
+from capacity.subtask_windows import subtask_windows
 from messages.types import JobEdge, JobGraph, JobVertex, SubtaskSeries
 
 T = np.arange(5.0, 65.0, 5.0)  # one loop window of 12 samples

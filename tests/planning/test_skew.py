@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from planning.skew import SkewModel, group_loads, key_group_owner
+from capacity.key_groups import key_group_owner
+from planning.skew import SkewModel, group_loads
 
 
 def shares_at(loads, parallelism):

@@ -1,0 +1,33 @@
+"""Flink's key groups: which subtask holds each group at a parallelism, and each group's share of a keyed
+vertex's records from the subtask shares seen at several parallelisms (capacity/dag.py explains why)."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import nnls
+
+_PRIOR_WEIGHT = 0.05
+"""Weight of the even parts against the observed shares in `key_group_loads` (a share is ~1/p, a group's
+part ~1/groups: the prior only decides among loads the shares cannot tell apart)."""
+
+
+def key_group_owner(max_parallelism: int, parallelism: int) -> np.ndarray:
+    """Subtask of each key group (Flink's KeyGroupRangeAssignment: keyGroup · parallelism / maxParallelism)."""
+    return np.arange(max_parallelism) * parallelism // max_parallelism
+
+
+def key_group_loads(groups: int, shares_seen: dict[int, np.ndarray], latest: int) -> np.ndarray:
+    """Per key group, its share of the records: the non-negative loads whose sums over every seen
+    parallelism's ranges match that parallelism's subtask shares, and among loads that fit equally, the
+    closest to the latest parallelism's even parts (a weak prior)."""
+    owner = key_group_owner(groups, latest)
+    prior = (shares_seen[latest] / np.maximum(np.bincount(owner, minlength=latest), 1))[owner]
+    usable = {p: s for p, s in shares_seen.items() if p <= groups}
+    if len(usable) < 2:
+        return prior
+    rows = [key_group_owner(groups, p)[None, :] == np.arange(p)[:, None] for p in usable]
+    matrix = np.vstack([*rows, _PRIOR_WEIGHT * np.eye(groups)])
+    target = np.concatenate([*usable.values(), _PRIOR_WEIGHT * prior])
+    loads, _ = nnls(matrix.astype(float), target)
+    total = loads.sum()
+    return loads / total if total > 0 else prior
