@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from simulator.skew import operator_index_for_key_group
+
 SINGLE_CPU = "assumptions_cpu_1.csv"
 SINGLE_THROUGHPUT = "assumptions_throughput_1.csv"
 SKEW_CPU = "data_skew_cpu_12.csv"
@@ -109,7 +111,7 @@ def num_keys_for_share_cov(target_cov: float, parallelism: int = 12, max_paralle
 
 
 def _key_group_fractions(parallelism: int, max_parallelism: int) -> np.ndarray:
-    owners = np.arange(max_parallelism) * parallelism // max_parallelism
+    owners = operator_index_for_key_group(np.arange(max_parallelism), parallelism, max_parallelism)
     return np.bincount(owners, minlength=parallelism) / max_parallelism
 
 
