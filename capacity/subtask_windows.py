@@ -44,10 +44,9 @@ def subtask_windows(
     reports no records in for a source task). Series of one length (the usual case) are summarised
     together (capacity/rows.py), with the same result.
     """
-    parallelism = {v.vertex_id: v.parallelism for v in graph.vertices}
     sources = {v.vertex_id for v in graph.sources}
     started_s = now_s - uptime_s if uptime_s is not None and math.isfinite(uptime_s) else -math.inf
-    current = [s for s in subtasks if s.subtask_index < parallelism.get(s.vertex_id, 0)]
+    current = current_subtasks(subtasks, graph)
     records = [input_rps(s, s.vertex_id in sources) for s in current]
     timestamps = stacked([s.timestamps_s for s in current])
     if timestamps is None:
@@ -76,6 +75,13 @@ def subtask_windows(
         for i, series in enumerate(current)
         if rows.counts[i]
     ]
+
+
+def current_subtasks(subtasks: Iterable[SubtaskSeries], graph: JobGraph) -> list[SubtaskSeries]:
+    """The series of subtasks that exist at the graph's parallelism: after a scale-in, the range query still
+    returns the removed subtasks' samples from before the restart."""
+    parallelism = {v.vertex_id: v.parallelism for v in graph.vertices}
+    return [s for s in subtasks if s.subtask_index < parallelism.get(s.vertex_id, 0)]
 
 
 def input_rps(series: SubtaskSeries, source: bool) -> np.ndarray:

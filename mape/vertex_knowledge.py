@@ -33,7 +33,7 @@ import numpy as np
 from scipy.optimize import nnls
 
 from capacity.cores import NEAR_SATURATION
-from capacity.subtask_windows import input_rps
+from capacity.subtask_windows import current_subtasks, input_rps
 from mape.extensions import ObservingExtension
 from mape.knowledge import Knowledge
 from messages.types import Assessment, JobEdge, JobGraph, JobVertex, Observation
@@ -195,7 +195,7 @@ class VertexWatch(ObservingExtension):
         parallelism = {v.vertex_id: v.parallelism for v in graph.vertices}
         sources = {v.vertex_id for v in graph.sources}
         busy: dict[str, dict[str, float]] = {}
-        for series in observation.subtasks:
+        for series in current_subtasks(observation.subtasks, graph):
             records = input_rps(series, series.vertex_id in sources)
             records = records[np.isfinite(records)]
             p = parallelism.get(series.vertex_id, 0)
@@ -251,11 +251,11 @@ def _vertex_shares(
 
 
 def vertex_windows(observation: Observation) -> dict[str, VertexWindow]:
-    """Per vertex, its subtasks' records and busy time over the window (samples of the current run)."""
+    """Per vertex, its subtasks' records and busy time over the window, of the subtasks that exist now."""
     graph = observation.job_graph
     sources = {v.vertex_id for v in graph.sources}
     grouped: dict[str, list] = {}
-    for series in observation.subtasks:
+    for series in current_subtasks(observation.subtasks, graph):
         grouped.setdefault(series.vertex_id, []).append(series)
     windows = {}
     for vertex in graph.vertices:

@@ -402,6 +402,30 @@ def test_a_saturated_core_teaches_nothing_of_the_cpu_per_busy_second():
     assert state.vertex_cpu_per_busy()["map"] == pytest.approx(1.0, rel=0.05)
 
 
+def test_the_baselines_window_leaves_out_the_subtasks_a_scale_in_removed():
+    """map runs at 4 after a scale-in from 6: the range query still returns subtasks 4 and 5 from before
+    the restart, busier and with more records; summed in they would double the vertex's input."""
+    from mape.vertex_knowledge import vertex_windows
+
+    t = np.arange(5.0, 65.0, 5.0)
+
+    def subtask(index: int, records_rps: float, busy_ms: float) -> SubtaskSeries:
+        records = np.full(len(t), records_rps)
+        busy = np.full(len(t), busy_ms)
+        return SubtaskSeries("map", index, "tm-a", t, records, records, busy, 0 * t, 1000 - busy)
+
+    running = [subtask(i, 250.0, 300.0) for i in range(4)]
+    removed = [subtask(i, 800.0, 900.0) for i in (4, 5)]
+    observation = Observation(
+        120.0, 60.0, np.array([120.0]), np.array([1.0]), (), 0.0, 4, 1_000.0,
+        job_graph=GRAPH, subtasks=(*running, *removed),
+    )  # fmt: skip
+    window = vertex_windows(observation)["map"]
+    assert window.parallelism == 4
+    assert window.records_in_rps == pytest.approx(1_000.0)
+    assert window.busy_mean == pytest.approx(0.3) and window.busy_max == pytest.approx(0.3)
+
+
 def _vertex_config(**twin) -> Config:
     return Config.model_validate(
         {
