@@ -19,15 +19,26 @@ def key_group_owner(max_parallelism: int, parallelism: int) -> np.ndarray:
 def key_group_loads(groups: int, shares_seen: dict[int, np.ndarray], latest: int) -> np.ndarray:
     """Per key group, its share of the records: the non-negative loads whose sums over every seen
     parallelism's ranges match that parallelism's subtask shares, and among loads that fit equally, the
-    closest to the latest parallelism's even parts (a weak prior)."""
+    closest to the latest parallelism's even parts (a weak prior).
+
+    Solved over atoms, the runs of key groups that every seen parallelism (the latest included) assigns to
+    the same subtask: the shares cannot tell a run's groups apart and the prior is even within it, so the
+    optimum spreads each run's load evenly, and the problem over runs (a run of n groups weighs its prior
+    by 1/√n) has the same optimum as the one over groups. A job at Flink's largest max parallelism (32,768)
+    has a few dozen runs, where a matrix over its groups takes gigabytes."""
     owner = key_group_owner(groups, latest)
     prior = (shares_seen[latest] / np.maximum(np.bincount(owner, minlength=latest), 1))[owner]
     usable = {p: s for p, s in shares_seen.items() if p <= groups}
     if len(usable) < 2:
         return prior
-    rows = [key_group_owner(groups, p)[None, :] == np.arange(p)[:, None] for p in usable]
-    matrix = np.vstack([*rows, _PRIOR_WEIGHT * np.eye(groups)])
-    target = np.concatenate([*usable.values(), _PRIOR_WEIGHT * prior])
-    loads, _ = nnls(matrix.astype(float), target)
+    owners = [key_group_owner(groups, p) for p in {*usable, latest}]
+    starts = np.flatnonzero(np.any([np.diff(o, prepend=-1) != 0 for o in owners], axis=0))
+    sizes = np.diff(starts, append=groups)
+    rows = [key_group_owner(groups, p)[starts][None, :] == np.arange(p)[:, None] for p in usable]
+    weights = _PRIOR_WEIGHT / np.sqrt(sizes)
+    matrix = np.vstack([*rows, np.diag(weights)])
+    target = np.concatenate([*usable.values(), weights * sizes * prior[starts]])
+    runs, _ = nnls(matrix.astype(float), target)
+    loads = np.repeat(runs / sizes, sizes)
     total = loads.sum()
     return loads / total if total > 0 else prior

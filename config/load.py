@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from config.schema import Config
+from config.yaml_file import YamlFileError, read_yaml
 
 
 class ConfigError(Exception):
@@ -34,13 +35,9 @@ def load_config(path: str | Path | None) -> Config:
         return Config()
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as error:
-        raise ConfigError(source, [f"cannot read file: {error.strerror or error}"]) from error
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise ConfigError(source, [f"not valid YAML: {error}"]) from error
+        data = read_yaml(path)
+    except YamlFileError as error:
+        raise ConfigError(source, [str(error)]) from error
     return parse_config(data or {}, source)
 
 

@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from config.backends import KubernetesConfig, LocalFlinkConfig, PrometheusConfig, ServerConfig
-from config.policy_names import check_policy_name
+from config.policy_names import check_policy_name, parse_baseline
 
 FLINK_MAX_PARALLELISM = 32_768
 """Flink's upper bound of a job's max parallelism (key groups): no target can run more workers."""
@@ -20,8 +20,13 @@ TWIN_MAX_PARALLELISM = 128
 """The digital twin's max parallelism (simulator/params.py `TwinParams.max_parallelism`; a test keeps them equal)."""
 
 
+DAY_S = 86_400.0
+"""Upper bound of the loop's and the forecast's spans: beyond it a setting is a typo, and a loop of
+`inf` seconds would never reach its first iteration."""
+
+
 class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class TargetConfig(Section):
@@ -42,7 +47,7 @@ class TwinConfig(Section):
         "builtin:sine",
         description="Trace the twin replays: 'builtin:sine' (two-period sine, 6 h) or a 'second|count' file.",
     )
-    seed: int = Field(0, description="Seed of every random draw in the twin (skew, noise, downtimes).")
+    seed: int = Field(0, ge=0, description="Seed of every random draw in the twin (skew, noise, downtimes).")
     initial_scaleout: int | None = Field(
         None,
         ge=1,
@@ -59,7 +64,10 @@ class TwinConfig(Section):
     speedup: float = Field(
         0.0,
         ge=0.0,
-        description="Virtual seconds per wall second for `foresail run`; 0 = as fast as possible.",
+        le=10_000.0,
+        description="Virtual seconds per wall second for `foresail run` (at most 10,000); 0 = as fast as "
+        "possible. Above ~600 an iteration (~50 ms) outlasts the loop's wall-time interval and the scheduler "
+        "skips iterations, as a real daemon's would.",
     )
     scrape_interval_s: float = Field(5.0, gt=0, description="Step of the simulated Prometheus samples.")
     topology: str = Field(
@@ -104,19 +112,23 @@ class TwinConfig(Section):
 
 
 class LoopConfig(Section):
-    interval_s: float = Field(60.0, gt=0, description="Seconds between MAPE-K iterations.")
+    interval_s: float = Field(
+        60.0, ge=0.1, le=DAY_S, description="Seconds between MAPE-K iterations (0.1 s to a day)."
+    )
     window_s: float | None = Field(
-        None, gt=0, description="Metrics window each iteration reads; default = interval_s."
+        None, gt=0, le=DAY_S, description="Metrics window each iteration reads; default = interval_s."
     )
     surge_watch_s: float | None = Field(
         10.0,
-        gt=0,
+        ge=1.0,
+        le=DAY_S,
         description="Between iterations, read the input rate alone this often; when two reads in a row see it "
         "above the last forecast's upper bound and the running capacity, and it no longer climbs, run an "
         "iteration at once (the plan's surge rule decides) instead of waiting up to interval_s. Quiet for "
         "interval_s after a rescale and for policies without a surge rule (the baselines, 'reactive'). "
         "A daemon that starts informed (a store a capacity plan seeded, or one it already ran on) runs its "
-        "first iteration once two reads see the rate settled, not interval_s after its start. Null: no watch.",
+        "first iteration once two reads see the rate settled, not interval_s after its start. At least 1 s "
+        "(Prometheus serves no newer sample sooner). Null: no watch.",
     )
 
     @property
@@ -255,6 +267,13 @@ class ScalingConfig(Section):
             raise ValueError(
                 f"max_scaleout ({self.max_scaleout}) must be ≥ min_scaleout ({self.min_scaleout})"
             )
+        static = parse_baseline(self.policy)
+        fixed = static.knob if static is not None and static.family == "static" else None
+        if fixed is not None and not self.min_scaleout <= fixed <= self.max_scaleout:
+            raise ValueError(
+                f"policy {self.policy!r} lies outside min_scaleout..max_scaleout "
+                f"({self.min_scaleout}..{self.max_scaleout}): it would run at the bound, not at its name"
+            )
         return self
 
 
@@ -316,7 +335,9 @@ class RecoveryConfig(Section):
 
 
 class ForecastConfig(Section):
-    horizon_s: float = Field(900.0, gt=0, description="How far ahead the workload is forecast.")
+    horizon_s: float = Field(
+        900.0, gt=0, le=DAY_S, description="How far ahead the workload is forecast (at most a day)."
+    )
     resolution_s: float = Field(
         10.0, gt=0, description="Step the ARIMA model works at; forecasts are interpolated to seconds."
     )

@@ -233,14 +233,29 @@ def _simulate(args: argparse.Namespace) -> int:
     config = with_overrides(config, "scaling", policy=args.policy)
     config = with_overrides(config, "knowledge", path=":memory:")
     config = _with_models(config, args)
+    if args.audit_log is not None and (args.audit_log.is_dir() or not args.audit_log.parent.is_dir()):
+        raise ConfigError(
+            "command line", [f"--audit-log {args.audit_log}: not a file in an existing directory"]
+        )
     summary = simulate(config, audit_path=args.audit_log)
     if args.json:
-        print(json.dumps(summary))
+        print(json.dumps(_null_for_nan(summary), allow_nan=False))
     else:
         width = max(len(k) for k in summary)
         for key, value in summary.items():
             print(f"{key:<{width}}  {value}")
     return EXIT_OK
+
+
+def _null_for_nan(value: object) -> object:
+    """JSON has no NaN: a figure that does not exist (no record was processed) is null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _null_for_nan(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_null_for_nan(v) for v in value]
+    return value
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -251,8 +266,16 @@ def _compare(args: argparse.Namespace) -> int:
     configure_logging("warning", "console", sys.stderr)  # stdout carries only the table
     if args.seeds < 1:
         raise ConfigError("command line", [f"--seeds: need at least 1, got {args.seeds}"])
+    if args.jobs is not None and args.jobs < 1:
+        raise ConfigError("command line", [f"--jobs: need at least 1, got {args.jobs}"])
     config = _with_models(load_config(args.config), args)
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    if not policies:
+        raise ConfigError("command line", [f"--policies: name at least one policy, got {args.policies!r}"])
+    try:  # before any run: results that cannot be written are time lost
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ConfigError("command line", [f"--out {args.out}: {error.strerror or error}"]) from None
     if args.suite:
         return _compare_suite(config, args, policies)
     config = with_overrides(config, "twin", workload=args.workload)
@@ -276,6 +299,10 @@ def _compare_suite(config: Config, args: argparse.Namespace, policies: list[str]
 
 def _check_config(args: argparse.Namespace) -> int:
     config = load_config(args.file)
+    if config.target.kind == "twin":  # its topology and trace are files too: build it as `run` would
+        from daemon.build import make_twin
+
+        make_twin(config)
     print(f"{args.file}: OK (target {config.target.kind}, policy {config.scaling.policy})")
     for note in notes(config):
         print(f"  note: {note}")

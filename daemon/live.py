@@ -7,6 +7,7 @@ SIGTERM/SIGINT finish the running iteration, persist, hand the Lease back and ex
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
@@ -26,6 +27,8 @@ def run_live(config: Config, max_iterations: int | None = None, stop: threading.
     metrics = DaemonMetrics()
     server = serve_health(config, metrics, log, loop_interval_s(config))
     store = KnowledgeStore(config.knowledge.path, config.knowledge.decision_history)
+    if store.damaged:
+        print(f"foresail: {store.damaged}", file=sys.stderr)
     knowledge = store.load(knowledge_settings(config))
     backends = make_real_backends(config, metrics.rescale_outcome)
     loop = make_loop(

@@ -98,6 +98,8 @@ def _fit(args: argparse.Namespace) -> int:
         result = fit_released(observations, args.model, args.target_rate, args.memory)
     except OSError as error:
         return _fail(f"cannot read {args.results}: {error.strerror or error}")
+    except UnicodeDecodeError:
+        return _fail(f"{args.results}: not a text file (StreamBed's results are ';'-separated text)")
     except (ResultsError, ValueError) as error:
         return _fail(str(error))
     s = result.surrogate
@@ -156,6 +158,11 @@ def _plan(args: argparse.Namespace) -> int:
         testbed, topology, max_slots = _testbed(args, config)
     except (ValueError, RuntimeError) as error:
         return _fail(str(error), EXIT_FAILURE)
+    if args.budget_max is not None and args.budget_max > max_slots:
+        getattr(testbed, "close", lambda: None)()
+        return _fail(
+            f"--budget-max {args.budget_max} is above the testbed's largest deployment ({max_slots} slots)"
+        )
     try:
         plan = make_plan(
             testbed,
@@ -201,6 +208,12 @@ def _plan_argument_problem(args: argparse.Namespace) -> str | None:
         return f"--target-rate must be a rate > 0, got {args.target_rate:g}"
     if args.key_census and args.testbed == "local-flink":
         return "--key-census needs a testbed that deploys one subtask per key group; local-flink cannot"
+    if args.knowledge is not None and args.knowledge.is_dir():
+        return f"--knowledge {args.knowledge}: a directory; the knowledge store is a file"
+    try:  # before any measurement: a plan that cannot be written is time lost
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        return f"--out {args.out}: cannot create the directory: {error.strerror or error}"
     return None
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,6 +133,8 @@ def seed_knowledge(
         **_measured(plan, plan.memory_mb, max_scaleout),
     }
     store = KnowledgeStore(store_path)
+    if store.damaged:
+        print(f"foresail: {store.damaged}", file=sys.stderr)
     try:
         knowledge = store.load(settings)
         scaleouts = knowledge.capacity.seed(planned, SEEDED_AT_S)

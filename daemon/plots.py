@@ -75,6 +75,8 @@ def _latency_plot(runs: dict[str, list[dict]], path: Path) -> Path:
             counts[: len(histogram)] += histogram
         latency_s = np.arange(size) + policy_runs[0]["series"]["base_latency_s"]
         seen = counts > 0
+        if not seen.any():  # no record processed (a trace of less than one record per second)
+            continue
         share = np.cumsum(counts)[seen] / counts.sum()
         # start from 0 at the lowest latency, so a policy whose records all share one latency shows a step
         ax.step(np.r_[latency_s[seen][0], latency_s[seen]], np.r_[0.0, share], where="post", label=policy)

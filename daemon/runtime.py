@@ -94,6 +94,8 @@ def _audit_path(config: Config, audit_log: str | None) -> str | None:
 def _run_twin(config: Config, max_iterations: int | None, stop: threading.Event | None, audit: str) -> int:
     log = structlog.get_logger("foresail")
     store = KnowledgeStore(config.knowledge.path, config.knowledge.decision_history)
+    if store.damaged:
+        print(f"foresail: {store.damaged}", file=sys.stderr)
     # Flat out on a virtual clock there is no wall time for background fits to use: run them inline.
     executor = InlineExecutor if config.twin.speedup == 0 else (lambda: None)
     knowledge = store.load(knowledge_settings(config, executor))
@@ -161,6 +163,12 @@ def _run_twin(config: Config, max_iterations: int | None, stop: threading.Event 
     if iterations:
         summary = score(world.twin, slo_s=config.twin.latency_slo_s)
         print(progress.summary(summary, config.knowledge.path, audit, config.twin.workload), file=sys.stderr)
+    elif not stop.is_set():
+        print(
+            f"foresail run: no iteration ran: the trace has {world.end_s - start_s:.0f} s left from "
+            f"{start_s:.0f} s, less than one loop.interval_s ({interval_s:g} s)",
+            file=sys.stderr,
+        )
     return 0
 
 

@@ -15,6 +15,7 @@ crash loop. One daemon per store: a lock file (`<path>.lock`, flock) makes a sec
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -255,7 +256,13 @@ class KnowledgeStore:
         self.attachments: dict[str, Callable[[], dict[str, Any]]] = {}
         """Named state providers saved with every iteration (read back with `attached`)."""
         self._lock_file = None
+        self.damaged: str | None = None
+        """What happened to a damaged store found at the start (moved aside), for the console."""
         if self.durable:
+            if Path(self.path).is_dir():  # never moved aside as damaged: it is someone's folder
+                raise IsADirectoryError(
+                    errno.EISDIR, "the knowledge store must be a file, not a directory", path
+                )
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             self._lock_file = _lock(Path(f"{self.path}.lock"), self.path)
         self._db = self._open()
@@ -297,12 +304,12 @@ class KnowledgeStore:
         restored = snapshot.is_file() and _sound(snapshot)
         if restored:
             shutil.copyfile(snapshot, self.path)
+        resumed = "snapshot" if restored else "nothing: starting fresh"
+        self.damaged = (
+            f"knowledge store {self.path} damaged ({reason}): moved to {aside}; resumed from {resumed}"
+        )
         self.log.error(
-            "knowledge-store-damaged",
-            path=self.path,
-            reason=reason,
-            moved_to=aside,
-            resumed_from="snapshot" if restored else "nothing: starting fresh",
+            "knowledge-store-damaged", path=self.path, reason=reason, moved_to=aside, resumed_from=resumed
         )
 
     @property

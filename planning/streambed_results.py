@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 
 from planning.surrogate import Observation
 
@@ -35,11 +36,31 @@ def parse_results(text: str, where: str = "results") -> list[Observation]:
                 if row[_PARALLELISM]
                 else None
             )
-            parsed.append((parallelism, float(row[_MEMORY]), float(row[_MST])))
+            memory_mb, mst_rps = float(row[_MEMORY]), float(row[_MST])
         except (ValueError, IndexError) as error:
             raise ResultsError(f"{where} row {line}: not a StreamBed measurement ({error})") from error
+        problem = _implausible(parallelism, memory_mb, mst_rps)
+        if problem is not None:
+            raise ResultsError(f"{where} row {line}: {problem}")
+        parsed.append((parallelism, memory_mb, mst_rps))
     operators = {len(p) for p, _, _ in parsed if p is not None}
+    if not operators:
+        raise ResultsError(f"{where}: no row lists its operators' parallelism (single-task rows alone)")
     if len(operators) != 1:
         raise ResultsError(f"{where}: rows disagree on the number of operators ({sorted(operators)})")
     single_task = operators.pop()
     return [Observation(sum(p) if p is not None else single_task, memory, mst) for p, memory, mst in parsed]
+
+
+MAX_MST_RPS = 1e12
+"""Far above any measured job (StreamBed's largest: ~10^7 events/s): beyond it a value is damage."""
+
+
+def _implausible(parallelism: list[int] | None, memory_mb: float, mst_rps: float) -> str | None:
+    if parallelism is not None and min(parallelism, default=1) < 1:
+        return f"a parallelism below 1 ({parallelism})"
+    if not (math.isfinite(memory_mb) and memory_mb > 0):
+        return f"memory must be a size > 0 (MB), got {memory_mb:g}"
+    if not (math.isfinite(mst_rps) and 0 <= mst_rps <= MAX_MST_RPS):
+        return f"MST must be a rate in [0, {MAX_MST_RPS:g}] events/s, got {mst_rps:g}"
+    return None

@@ -25,28 +25,35 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from config.yaml_file import YamlFileError, read_yaml
 
 TOPOLOGY_DIR = Path(__file__).with_name("topologies")
 
 
+MAX_PARALLELISM = 32_768
+"""Flink's upper bound of a vertex's max parallelism (KeyGroupRangeAssignment.UPPER_BOUND_MAX_PARALLELISM)."""
+
+
 class VertexSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """One vertex; the upper bounds are far beyond any real job's and keep the twin's arithmetic finite."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: str = Field(min_length=1)
     inputs: tuple[str, ...] = ()
     ship: str = Field("REBALANCE", pattern="^(HASH|REBALANCE|FORWARD|RESCALE|BROADCAST)$")
-    cost: float = Field(1.0, gt=0)
-    selectivity: float = Field(1.0, ge=0)
+    cost: float = Field(1.0, gt=0, le=1e4)
+    selectivity: float = Field(1.0, ge=0, le=1e4)
     cpu_share: float = Field(1.0, ge=0, le=1)
-    num_keys: int | None = Field(None, ge=1)
-    zipf_exponent: float = Field(0.0, ge=0)
-    cost_per_1k_keys_held: float = Field(0.0, ge=0)
+    num_keys: int | None = Field(None, ge=1, le=100_000_000)
+    zipf_exponent: float = Field(0.0, ge=0, le=10)
+    cost_per_1k_keys_held: float = Field(0.0, ge=0, le=1e4)
     overhead_busy_ms: float = Field(0.0, ge=0, lt=1000)
     overhead_cpu: float = Field(0.0, ge=0, lt=1)
-    overhead_mb: float = Field(0.0, ge=0)
-    max_parallelism: int = Field(128, ge=1)
+    overhead_mb: float = Field(0.0, ge=0, le=1e6)
+    max_parallelism: int = Field(128, ge=1, le=MAX_PARALLELISM)
     legacy_source: bool = False
     stateful: bool = False
 
@@ -56,6 +63,8 @@ class VertexSpec(BaseModel):
 
     @model_validator(mode="after")
     def _keys(self) -> VertexSpec:
+        if len(set(self.inputs)) < len(self.inputs):
+            raise ValueError(f"vertex {self.name!r}: an input named twice in {list(self.inputs)}")
         if self.keyed and self.num_keys is None:
             raise ValueError(f"vertex {self.name!r}: a keyed (HASH) vertex needs num_keys")
         return self
@@ -150,9 +159,9 @@ def load_topology(spec: str) -> Topology:
             spec, (f"no such topology: use one of {', '.join(shipped_topologies())} or a file",)
         )
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as error:
-        raise TopologyError(str(path), (f"cannot read it: {error}",)) from error
+        data = read_yaml(path)
+    except YamlFileError as error:
+        raise TopologyError(str(path), (str(error),)) from error
     try:
         return Topology.model_validate(data)
     except ValidationError as error:

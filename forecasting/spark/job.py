@@ -80,6 +80,7 @@ def read_history(spark: Any, path: str, fmt: str = "auto") -> Any:
     if fmt == "csv":
         frame = spark.read.option("header", "true").option("inferSchema", "true").csv(path)
     else:
+        _check_parquet(path)
         frame = spark.read.parquet(path)
     missing = {"job", "timestamp", "rate"} - set(frame.columns)
     if missing:
@@ -102,6 +103,18 @@ def read_history(spark: Any, path: str, fmt: str = "auto") -> Any:
         seconds.alias("t"),
         F.col("rate").try_cast("double").alias("rate"),
     )
+
+
+def _check_parquet(path: str) -> None:
+    """A local file Spark would read that is not Parquet (its magic bytes are PAR1) is one ValueError,
+    before Spark fails on it with a hundred lines of Java stack trace. Remote paths are Spark's to read."""
+    local = Path(path)
+    files = [local] if local.is_file() else sorted(local.rglob("*")) if local.is_dir() else []
+    for file in files:
+        if file.is_file() and not file.name.startswith(("_", ".")):  # Spark skips _SUCCESS, .crc
+            with file.open("rb") as handle:
+                if handle.read(4) != b"PAR1":
+                    raise ValueError(f"{file}: not a Parquet file (use --format csv for a CSV history)")
 
 
 def _looks_like_csv(path: str) -> bool:
@@ -259,7 +272,9 @@ def run(args: argparse.Namespace, base: RetrainSettings) -> int:
             spark, args.history, args.registry, settings_from_args(args, base), jobs, args.format
         )
     except Exception as error:  # unreadable input: Spark's AnalysisException, our ValueError
-        print(f"retrain: {args.history}: {_first_line(error)}", file=sys.stderr)
+        message = _first_line(error)
+        named = message if message.startswith(args.history) else f"{args.history}: {message}"
+        print(f"retrain: {named}", file=sys.stderr)
         return 2
     print_summary(summary, args.json)
     if not any(item["status"] == "ok" for item in summary):

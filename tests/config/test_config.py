@@ -48,7 +48,7 @@ def test_every_wrong_field_is_named_with_its_allowed_values(tmp_path: Path):
     assert len(problems) == 5
     text = "\n".join(problems)
     assert "target.kind" in text and "'twin' | 'prometheus+kubernetes'" in text
-    assert "loop.interval_s" in text and "> 0" in text
+    assert "loop.interval_s" in text and "≥ 0.1 and ≤ 86400.0" in text
     assert "scaling.max_scaleout" in text and "≥ 1" in text
     assert "scaling.policy" in text and "'reactive'" in text
     assert "scaling.stabilisation_s: unknown field" in text and "stabilization_s" in text
@@ -64,7 +64,14 @@ def test_twin_start_must_lie_within_the_scaling_bounds():
 
 @pytest.mark.parametrize(
     ("content", "expected"),
-    [("scaling: [1, 2", "not valid YAML"), ("- a\n- b\n", "top level must be a mapping")],
+    [
+        ("scaling: [1, 2", "not valid YAML"),
+        ("- a\n- b\n", "top level must be a mapping"),
+        (
+            "scaling: {policy: static}\nloop: {}\nscaling: {max_scaleout: 9}\n",
+            "line 3: 'scaling' given twice",
+        ),
+    ],
 )
 def test_unparseable_files_are_config_errors(tmp_path: Path, content: str, expected: str):
     path = tmp_path / "c.yaml"

@@ -69,3 +69,14 @@ def test_a_bad_policy_name_is_one_clear_line(name, message):
         parse_config({"scaling": {"policy": name}})
     (problem,) = caught.value.problems
     assert problem.startswith("scaling.policy: ") and message in problem
+
+
+def test_a_static_scale_out_outside_the_scaling_bounds_is_refused_not_capped():
+    """`static-19` ran at 18 (max_scaleout) and was reported as static-19."""
+    with pytest.raises(ConfigError, match=r"'static-19' lies outside min_scaleout\.\.max_scaleout"):
+        parse_config({"scaling": {"policy": "static-19"}})
+    with pytest.raises(ConfigError, match="'static-2' lies outside"):
+        parse_config({"scaling": {"policy": "static-2", "min_scaleout": 3}})
+    assert (
+        parse_config({"scaling": {"policy": "static-19", "max_scaleout": 19}}).scaling.policy == "static-19"
+    )

@@ -112,11 +112,13 @@ CONFIGS = {
     "max_scaleout above the twin": ("scaling: {max_scaleout: 500}\n", "exceeds what the twin can run"),
     "min_history above max_history": ("forecast: {min_history_s: 99999}\n", "must be ≤ max_history_s"),
     "reference_scaleout above the twin": ("twin: {reference_scaleout: 1000}\n", "twin.reference_scaleout"),
+    "no such topology": ("twin: {topology: nowhere}\n", "twin.topology: topology nowhere: no such topology"),
+    "no such trace": ("twin: {workload: /nowhere.csv}\n", "no such trace file '/nowhere.csv'"),
 }
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
-def test_sizes_the_target_cannot_run_fail_check_config(tmp_path, name, fault, cli):
+def test_what_the_target_cannot_run_fails_check_config(tmp_path, name, fault, cli):
     text, message = CONFIGS[name]
     (tmp_path / "c.yaml").write_text(text)
     result = cli("check-config", "--no-connect", str(tmp_path / "c.yaml"))
@@ -126,6 +128,38 @@ def test_sizes_the_target_cannot_run_fail_check_config(tmp_path, name, fault, cl
     )
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
+
+
+def _alias_bomb(levels: int = 9) -> str:
+    """Nine aliases of nine aliases of …: a 1 KB file that expands to 9**9 entries."""
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels)]
+    return "scaling:\n  slot_sharing_groups:\n" + "".join(f"    {line}\n" for line in lines)
+
+
+FILES_THAT_HUNG_OR_CRASHED = {
+    "loop every inf seconds": (b"loop: {interval_s: .inf}\n", "loop.interval_s: Input should be a finite"),
+    "loop every microsecond": (b"loop: {interval_s: 0.000001}\n", "loop.interval_s"),
+    "surge watch every nanosecond": (b"loop: {surge_watch_s: 1.0e-9}\n", "loop.surge_watch_s"),
+    "horizon of 1e308 s": (b"forecast: {horizon_s: 1.0e+308}\n", "forecast.horizon_s"),
+    "checkpoint every inf seconds": (b"recovery: {checkpoint_interval_s: .inf}\n", "finite number"),
+    "negative seed": (b"twin: {seed: -1}\n", "twin.seed"),
+    "alias bomb": (_alias_bomb().encode(), "YAML aliases (*a0) are not accepted"),
+    "100,000 brackets": (b"x: " + b"[" * 100_000, "nested more than 32 levels"),
+    "binary": (b"\x89PNG\r\n\x1a\n\x00\xff\xfe", "not UTF-8 text"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FILES_THAT_HUNG_OR_CRASHED))
+def test_a_config_that_hung_or_crashed_the_daemon_is_one_clear_error(tmp_path, name, fault, cli):
+    """Each of these passed check-config and then hung `run` (an endless loop, a forecast over 1e308
+    seconds, a parser on 100,000 brackets or an exponential alias), or crashed it with a traceback."""
+    content, message = FILES_THAT_HUNG_OR_CRASHED[name]
+    (tmp_path / "c.yaml").write_bytes(content)
+    for command in (["check-config", "--no-connect"], ["run", "--iterations", "1", "--config"]):
+        result = cli(*command, str(tmp_path / "c.yaml"))
+        fault("bad input", _clear_error(result), f"config {name}")
+        assert _clear_error(result) == "clear-error" and message in result.stderr, result.stderr
 
 
 def test_the_twin_limit_in_the_schema_is_the_twins():
@@ -159,6 +193,64 @@ def test_arguments_that_would_silently_do_nothing_are_one_clear_line(tmp_path, n
     fault("bad input", _clear_error(result), f"argument {name}")
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and message in result.stderr
     assert not (tmp_path / "h").exists()
+
+
+COMMAND_LINES = {
+    "no policy": (["compare", "--workload", "cols.csv", "--policies", ",", "--out", "o"], "--policies"),
+    "no parallel run": (
+        ["compare", "--workload", "cols.csv", "--policies", "static", "--jobs", "0", "--out", "o"],
+        "--jobs: need at least 1",
+    ),
+    "results into a file": (
+        ["compare", "--workload", "cols.csv", "--policies", "static", "--out", "cols.csv"],
+        "--out cols.csv",
+    ),
+    "audit log in no directory": (
+        ["simulate", "--workload", "cols.csv", "--audit-log", "nowhere/a.jsonl"],
+        "--audit-log nowhere/a.jsonl: not a file in an existing directory",
+    ),
+    "speedup 1e308": (["run", "--speedup", "1e308", "--iterations", "1"], "twin.speedup"),
+    "negative seed": (["simulate", "--workload", "cols.csv", "--seed", "-1"], "twin.seed"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COMMAND_LINES))
+def test_command_lines_that_crashed_or_did_nothing_are_one_clear_error(tmp_path, name, fault, cli):
+    """Before: a KeyError after every run (no policy), a FileExistsError after every run (--out a file), a
+    traceback (audit log, negative seed), or 0 iterations and exit 0 (speedup 1e308)."""
+    args, message = COMMAND_LINES[name]
+    (tmp_path / "cols.csv").write_text("second|count\n0|5\n")
+    result = cli(*args)
+    fault("bad input", _clear_error(result), f"command line {name}")
+    assert _clear_error(result) == "clear-error" and message in result.stderr, result.stderr
+
+
+def test_a_directory_given_as_the_knowledge_store_is_refused_not_moved_aside(tmp_path, fault, cli):
+    """It was taken for a damaged store: renamed to `<dir>.corrupt-…`, with a new store in its place."""
+    folder = tmp_path / "results"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    result = cli("run", "--iterations", "1", "--knowledge", str(folder), "--audit-log", str(tmp_path / "a"))
+    fault("bad input", _clear_error(result), "knowledge store is a directory")
+    assert _clear_error(result) == "clear-error" and "must be a file, not a directory" in result.stderr
+    assert (folder / "notes.txt").read_text() == "mine"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("results")] == ["results"]
+
+
+def test_a_damaged_store_is_said_on_the_console_not_only_in_the_audit_log(tmp_path, cli):
+    store = tmp_path / "k.sqlite"
+    store.write_bytes(b"not a database" * 100)
+    result = cli("run", "--iterations", "1", "--knowledge", str(store), "--audit-log", str(tmp_path / "a"))
+    assert result.returncode == 0
+    damaged = [line for line in result.stderr.splitlines() if line.startswith("foresail: knowledge store")]
+    assert len(damaged) == 1 and "moved to" in damaged[0] and "starting fresh" in damaged[0]
+
+
+def test_a_trace_shorter_than_one_loop_says_that_no_iteration_ran(tmp_path, cli):
+    (tmp_path / "c.yaml").write_text("loop: {interval_s: 86400}\n")
+    result = cli("run", "--config", str(tmp_path / "c.yaml"), "--audit-log", str(tmp_path / "a"))
+    assert result.returncode == 0
+    assert "no iteration ran" in result.stderr and "86400 s" in result.stderr
 
 
 def test_a_missing_kubeconfig_is_one_line_not_a_traceback(tmp_path, fault, cli):

@@ -39,3 +39,26 @@ def test_bad_fit_input_is_one_line(extra, message, capsys):
     assert main(["plan-capacity", "fit", "--model", "lin", "--memory", "8192", *extra]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--memory-profiles", "1e308"], "memory profiles must be sizes in (0, 1048576] MB"),
+        (["--out", "a-file"], "--out a-file: cannot create the directory"),
+        (["--knowledge", "a-folder"], "--knowledge a-folder: a directory"),
+        (["--budget-max", "129"], "--budget-max 129 is above the testbed's largest deployment (128 slots)"),
+    ],
+)
+def test_a_plan_that_could_not_be_written_or_run_is_one_line_before_any_measurement(
+    extra, message, capsys, tmp_path, monkeypatch
+):
+    """Each of these measured for minutes, then crashed with a traceback (or wrote a 300-digit request)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a-file").write_text("")
+    (tmp_path / "a-folder").mkdir()
+    argv = ["plan-capacity", "--target-rate", "50000", "--out", "plan", "--max-measurements", "5", *extra]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "plan" / "plan.json").exists()

@@ -1,5 +1,7 @@
 """Table IV of StreamBed from its released measurements (data/streambed/README.md gives the values)."""
 
+import csv
+import io
 from pathlib import Path
 
 import pytest
@@ -46,3 +48,30 @@ def test_single_task_runs_count_one_slot_per_operator():
 def test_a_file_that_is_not_streambeds_is_one_line(text, message):
     with pytest.raises(ResultsError, match=message):
         parse_results(text, "f.csv")
+
+
+def _row(parallelism: str = "a;2|b;2", memory: str = "8192", mst: str = "1000.0") -> str:
+    """One measurement in StreamBed's columns (params; operator;parallelism|…; id; slots; memory; …; MST)."""
+    out = io.StringIO()
+    csv.writer(out, delimiter=";").writerow(
+        ["params", parallelism, "id", "4", memory, *["0"] * 9, mst, "0.0"]
+    )
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(
+    "row, message",
+    [
+        ({"mst": "nan"}, "row 1: MST must be a rate"),
+        ({"mst": "inf"}, "row 1: MST must be a rate"),
+        ({"mst": "1e308"}, "row 1: MST must be a rate"),
+        ({"mst": "-5"}, "row 1: MST must be a rate"),
+        ({"memory": "0"}, "row 1: memory must be a size > 0"),
+        ({"memory": "nan"}, "row 1: memory must be a size > 0"),
+        ({"parallelism": "a;0|b;2"}, "row 1: a parallelism below 1"),
+    ],
+)
+def test_a_damaged_measurement_is_named_by_its_row_not_fitted_into_nan(row, message):
+    """A NaN or absurd MST would fit a, b, c = NaN and plan '–' slots with exit 0."""
+    with pytest.raises(ResultsError, match=message):
+        parse_results(_row(**row), "f.csv")

@@ -159,9 +159,15 @@ def test_the_session_windows_true_rate_rises_with_parallelism():
         ("name: x\nvertices: [{name: a}, {name: b, inputs: [a], ship: HASH}]", "needs num_keys"),
         ("name: x\nvertices: [{name: a, cost: -1}]", "greater than 0"),
         ("name: x\nvertices: [{name: a, speed: 3}]", "Extra inputs are not permitted"),
-        ("name: [unclosed", "cannot read it"),
+        ("name: [unclosed", "not valid YAML"),
+        # a key-group matrix over a billion groups took the machine's 24 GB: Flink's bound is 32,768
+        ("name: x\nvertices: [{name: a}, {name: b, inputs: [a], ship: HASH, num_keys: 9, "
+         "max_parallelism: 1000000000}]", "less than or equal to 32768"),
+        ("name: x\nvertices: [{name: a, cost: .inf}]", "finite number"),  # was a ZeroDivisionError
+        ("name: x\nvertices: [{name: a, cost: 1.0e+308}]", "less than or equal to 10000"),  # infinite capacity
+        ("name: x\nvertices: [{name: a}, {name: b, inputs: [a, a]}]", "an input named twice"),
     ],
-)
+)  # fmt: skip
 def test_a_broken_topology_file_names_its_problem(tmp_path, text, expected):
     path = tmp_path / "broken.yaml"
     path.write_text(text)
