@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 from config.schema import Config
 from mape.knowledge import Knowledge, KnowledgeStore
+
+
+def open_store(path: str | Path, decision_history: int = 10_000) -> KnowledgeStore:
+    """The knowledge store; a damaged one it had to move aside is also said on the console (the audit log
+    may be a file nobody reads at the start)."""
+    store = KnowledgeStore(path, decision_history)
+    if store.damaged:
+        print(f"foresail: {store.damaged}", file=sys.stderr)
+    return store
 
 
 def log_started(log: object, config: Config, knowledge: Knowledge, **details: object) -> None:

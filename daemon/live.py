@@ -7,7 +7,6 @@ SIGTERM/SIGINT finish the running iteration, persist, hand the Lease back and ex
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 
@@ -17,18 +16,15 @@ from backends.factory import make_real_backends
 from config.schema import Config
 from daemon.build import knowledge_settings, loop_interval_s, make_loop, surge_watch_s
 from daemon.health import DaemonMetrics, serve_health
-from daemon.lifecycle import log_started, save_and_close
+from daemon.lifecycle import log_started, open_store, save_and_close
 from daemon.schedule import run_scheduled, stop_on_signals
-from mape.knowledge import KnowledgeStore
 
 
 def run_live(config: Config, max_iterations: int | None = None, stop: threading.Event | None = None) -> int:
     log = structlog.get_logger("foresail")
     metrics = DaemonMetrics()
     server = serve_health(config, metrics, log, loop_interval_s(config))
-    store = KnowledgeStore(config.knowledge.path, config.knowledge.decision_history)
-    if store.damaged:
-        print(f"foresail: {store.damaged}", file=sys.stderr)
+    store = open_store(config.knowledge.path, config.knowledge.decision_history)
     knowledge = store.load(knowledge_settings(config))
     backends = make_real_backends(config, metrics.rescale_outcome)
     loop = make_loop(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +15,8 @@ matplotlib.use("Agg")  # files only, never a display
 import matplotlib.pyplot as plt
 import numpy as np
 
-from mape.knowledge import KnowledgeSettings, KnowledgeStore
+from daemon.lifecycle import open_store
+from mape.knowledge import KnowledgeSettings
 from mape.vertex_knowledge import vertex_knowledge
 from memory.knowledge import MEMORY, memory_of
 from memory.levels import MemoryLevels
@@ -132,9 +132,7 @@ def seed_knowledge(
         **{n: c for n in range(1, max_scaleout + 1) if (c := plan.predict_rps(n, plan.memory_mb)) > 0},
         **_measured(plan, plan.memory_mb, max_scaleout),
     }
-    store = KnowledgeStore(store_path)
-    if store.damaged:
-        print(f"foresail: {store.damaged}", file=sys.stderr)
+    store = open_store(store_path)
     try:
         knowledge = store.load(settings)
         scaleouts = knowledge.capacity.seed(planned, SEEDED_AT_S)

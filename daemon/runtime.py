@@ -15,12 +15,12 @@ from backends.retry import allow_waiting
 from config.schema import Config
 from daemon.build import TwinWorld, knowledge_settings, loop_interval_s, make_loop, make_twin, surge_watch_s
 from daemon.health import DaemonMetrics, serve_health
-from daemon.lifecycle import audit_names, log_started, save_and_close
+from daemon.lifecycle import audit_names, log_started, open_store, save_and_close
 from daemon.logs import configure_logging
 from daemon.progress import RunProgress, clock, knowledge_files
 from daemon.schedule import ScaledClock, run_scheduled, run_virtual, stop_on_signals
 from forecasting.executor import InlineExecutor
-from mape.knowledge import KnowledgeStore, StoreBusy
+from mape.knowledge import StoreBusy
 from simulator.score import score
 
 
@@ -93,9 +93,7 @@ def _audit_path(config: Config, audit_log: str | None) -> str | None:
 
 def _run_twin(config: Config, max_iterations: int | None, stop: threading.Event | None, audit: str) -> int:
     log = structlog.get_logger("foresail")
-    store = KnowledgeStore(config.knowledge.path, config.knowledge.decision_history)
-    if store.damaged:
-        print(f"foresail: {store.damaged}", file=sys.stderr)
+    store = open_store(config.knowledge.path, config.knowledge.decision_history)
     # Flat out on a virtual clock there is no wall time for background fits to use: run them inline.
     executor = InlineExecutor if config.twin.speedup == 0 else (lambda: None)
     knowledge = store.load(knowledge_settings(config, executor))
