@@ -1,5 +1,5 @@
-"""Reading a user's YAML file (the config, a topology) so that any file gives data or one line saying why
-not: unreadable, not UTF-8 text, not YAML, a key given twice, nested deeper than any config (PyYAML's scanner slows down
+"""Reading a user's YAML file (the config, a topology): data, or one line saying why not. Unreadable, not
+UTF-8 text, not YAML, a key given twice, nested deeper than any config (PyYAML's scanner slows down
 quadratically with the depth: 100,000 brackets never finish), or with aliases (an alias that expands
 other aliases grows exponentially: a 1 KB file can ask for gigabytes)."""
 

@@ -27,13 +27,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from config.schema import FLINK_MAX_PARALLELISM
 from config.yaml_file import YamlFileError, read_yaml
 
 TOPOLOGY_DIR = Path(__file__).with_name("topologies")
-
-
-MAX_PARALLELISM = 32_768
-"""Flink's upper bound of a vertex's max parallelism (KeyGroupRangeAssignment.UPPER_BOUND_MAX_PARALLELISM)."""
 
 
 class VertexSpec(BaseModel):
@@ -53,7 +50,7 @@ class VertexSpec(BaseModel):
     overhead_busy_ms: float = Field(0.0, ge=0, lt=1000)
     overhead_cpu: float = Field(0.0, ge=0, lt=1)
     overhead_mb: float = Field(0.0, ge=0, le=1e6)
-    max_parallelism: int = Field(128, ge=1, le=MAX_PARALLELISM)
+    max_parallelism: int = Field(128, ge=1, le=FLINK_MAX_PARALLELISM)
     legacy_source: bool = False
     stateful: bool = False
 
