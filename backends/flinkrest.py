@@ -17,6 +17,8 @@ from typing import Any
 
 import requests
 
+from backends.bounded_http import BoundedSession
+from config.schema import FLINK_MAX_PARALLELISM
 from messages.types import JobEdge, JobGraph, JobVertex
 
 TERMINAL = {"FINISHED", "CANCELED", "FAILED"}
@@ -44,6 +46,7 @@ class FlinkRest:
     def __init__(self, url: str, timeout_s: float = 5.0) -> None:
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
+        self._session = BoundedSession()
 
     def job_status(self) -> JobStatus | None:
         """The (only) live job of the cluster; None when there is none or the API does not answer."""
@@ -72,10 +75,7 @@ class FlinkRest:
                 raise GraphUnavailable("no running job")
             detail = self._get(f"/jobs/{job['jid']}")
             plan = detail.get("plan") or self._get(f"/jobs/{job['jid']}/plan")["plan"]
-            vertices = [
-                JobVertex(str(v["id"]), str(v["name"]), int(v["parallelism"]), int(v["maxParallelism"]))
-                for v in detail["vertices"]
-            ]
+            vertices = [_vertex(v) for v in detail["vertices"]]
             edges = [
                 JobEdge(str(i["id"]), str(node["id"]), str(i.get("ship_strategy") or "FORWARD").upper())
                 for node in plan["nodes"]
@@ -162,7 +162,7 @@ class FlinkRest:
             return None
 
     def _get(self, path: str) -> Any:
-        response = requests.get(self.url + path, timeout=self.timeout_s)
+        response = self._session.get(self.url + path, timeout=self.timeout_s)
         response.raise_for_status()
         return response.json()
 
@@ -188,3 +188,18 @@ def _topological(vertices: list[JobVertex], edges: list[JobEdge]) -> JobGraph:
                 pending[edge.target_id] -= 1
     by_id = {v.vertex_id: v for v in vertices}
     return JobGraph(tuple(by_id[v] for v in order), tuple(edges))
+
+
+def _vertex(answer: dict) -> JobVertex:
+    """A vertex of `/jobs/:jobid`, its counts checked: whole numbers, 1 ≤ parallelism ≤ max parallelism ≤
+    Flink's 32,768 (a max parallelism of 10^8 took gigabytes in the key-group arrays, 2.7 read as 2)."""
+    parallelism, max_parallelism = answer["parallelism"], answer["maxParallelism"]
+    for name, value in (("parallelism", parallelism), ("maxParallelism", max_parallelism)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"vertex {answer.get('name')!r}: {name} {value!r} is not a whole number")
+    if not 1 <= parallelism <= max_parallelism <= FLINK_MAX_PARALLELISM:
+        raise ValueError(
+            f"vertex {answer.get('name')!r}: parallelism {parallelism} / maxParallelism {max_parallelism} "
+            f"outside 1 ≤ parallelism ≤ maxParallelism ≤ {FLINK_MAX_PARALLELISM}"
+        )
+    return JobVertex(str(answer["id"]), str(answer["name"]), parallelism, max_parallelism)

@@ -35,6 +35,7 @@ import structlog
 from prometheus_api_client import PrometheusConnect
 from urllib3.util.retry import Retry
 
+from backends.bounded_http import BoundedSession
 from backends.flinkrest import FlinkRest, GraphUnavailable
 from backends.promql import (
     BadAnswer,
@@ -64,7 +65,7 @@ class PrometheusClient:
 
     def __init__(self, config: PrometheusConfig) -> None:
         self.config = config
-        session = requests.Session()
+        session = BoundedSession()
         session.verify = config.tls_ca_file or not config.tls_insecure_skip_verify
         if config.tls_client_cert_file:
             session.cert = (

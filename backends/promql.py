@@ -32,8 +32,8 @@ def number(value: object) -> float:
         raise BadAnswer(f"sample value {value!r} is not a number")
     try:
         parsed = float(value)
-    except ValueError as error:
-        raise BadAnswer(f"sample value {value!r} is not a number") from error
+    except (ValueError, OverflowError) as error:  # OverflowError: an integer of hundreds of digits
+        raise BadAnswer(f"sample value {str(value)[:40]!r} is not a number") from error
     return parsed if math.isfinite(parsed) else math.nan
 
 
@@ -127,7 +127,13 @@ def _point(point: object) -> tuple[float, float]:
     time_value, value = point
     if isinstance(time_value, bool) or not isinstance(time_value, int | float):
         raise BadAnswer(f"sample time {time_value!r} is not a number")
-    return float(time_value), number(value)
+    try:
+        time_s = float(time_value)
+    except OverflowError:
+        time_s = math.inf
+    if not math.isfinite(time_s):
+        raise BadAnswer(f"sample time {str(time_value)[:40]} is not a finite time")
+    return time_s, number(value)
 
 
 def _nan_sum(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -13,7 +13,7 @@ import numpy as np
 
 from capacity.regression import RegressionStats
 from capacity.rows import RowGroups, stacked
-from messages.types import JobGraph, SubtaskSeries
+from messages.types import MAX_RATE_RPS, JobGraph, SubtaskSeries
 
 
 @dataclass(frozen=True)
@@ -39,10 +39,10 @@ def subtask_windows(
     now_s: float,
     warmup_s: float,
 ) -> list[SubtaskWindow]:
-    """Valid samples per subtask: past the warm-up after the (re)start, finite and plausible (records ≥ 0,
-    busy within a second), of subtasks that exist now. A source counts what it emits as its input (Flink
-    reports no records in for a source task). Series of one length (the usual case) are summarised
-    together (capacity/rows.py), with the same result.
+    """Valid samples per subtask: past the warm-up after the (re)start, finite and plausible (records
+    0..MAX_RATE_RPS, busy within a second), of subtasks that exist now. A source counts what it emits as
+    its input (Flink reports no records in for a source task). Series of one length (the usual case) are
+    summarised together (capacity/rows.py), with the same result.
     """
     sources = {v.vertex_id for v in graph.sources}
     started_s = now_s - uptime_s if uptime_s is not None and math.isfinite(uptime_s) else -math.inf
@@ -53,7 +53,7 @@ def subtask_windows(
         windows = (_subtask_window(s, r, started_s + warmup_s) for s, r in zip(current, records, strict=True))
         return [w for w in windows if w is not None]
     records_in = stacked(records)
-    keep = (timestamps >= started_s + warmup_s) & np.isfinite(records_in) & (records_in >= 0)
+    keep = (timestamps >= started_s + warmup_s) & np.isfinite(plausible_rps(records_in))
     rows = RowGroups(keep)
     busy = _plausible_busy(stacked([s.busy_ms_per_s for s in current]) / 1000.0)
     backpressured = stacked([s.backpressured_ms_per_s for s in current]) / 1000.0
@@ -91,6 +91,13 @@ def input_rps(series: SubtaskSeries, source: bool) -> np.ndarray:
     return series.records_in_rps
 
 
+def plausible_rps(records_rps: np.ndarray) -> np.ndarray:
+    """Records-per-second samples, NaN where one is no rate: negative or above MAX_RATE_RPS (a subtask
+    reading 10^12 records/s taught a capacity that scaled the job in)."""
+    with np.errstate(invalid="ignore"):
+        return np.where((records_rps >= 0) & (records_rps <= MAX_RATE_RPS), records_rps, np.nan)
+
+
 def _plausible_busy(busy: np.ndarray) -> np.ndarray:
     """Busy shares outside a second are gaps, never rates."""
     return np.where((busy < 0) | (busy > 1.05), np.nan, busy)
@@ -98,7 +105,7 @@ def _plausible_busy(busy: np.ndarray) -> np.ndarray:
 
 def _subtask_window(series: SubtaskSeries, records: np.ndarray, from_s: float) -> SubtaskWindow | None:
     """One subtask's window: its samples from `from_s` on with a finite, non-negative records-in rate."""
-    keep = (series.timestamps_s >= from_s) & np.isfinite(records) & (records >= 0)
+    keep = (series.timestamps_s >= from_s) & np.isfinite(plausible_rps(records))
     if not keep.any():
         return None
     records_in = records[keep]

@@ -8,6 +8,8 @@ event names the reason and the daemon's metrics count it (`reasons_in`). Any pro
 Reasons:
 - ``negative-rate``: an input rate or a worker throughput below zero (e.g. a query adding the derivative of
   a shrinking backlog).
+- ``rate-out-of-range``: an input rate or throughput above 10^9 records/s, or a backlog above an hour of
+  that (a lag of 10^15 records took the plan to its largest scale-out).
 - ``non-finite-rate``: an infinite input rate, throughput or CPU (NaN stays a gap, handled elsewhere).
 - ``cpu-out-of-range``: a worker's CPU below 0, or a window's median above `CPU_HEADROOM` × cores (CPU in
   percent, a wrong query). A TaskManager's JVM runs GC, network and timer threads beside its slot's task,
@@ -33,10 +35,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from messages.types import Observation
+from messages.types import MAX_RATE_RPS, Observation
 
 REASONS = (
     "negative-rate",
+    "rate-out-of-range",
     "non-finite-rate",
     "cpu-out-of-range",
     "throughput-above-input",
@@ -46,6 +49,8 @@ REASONS = (
 )
 _PATTERN = re.compile(r"^implausible\[([a-z-]+)\]")
 
+MAX_BACKLOG_RECORDS = MAX_RATE_RPS * 3600
+"""An hour at the highest rate any series may show: a larger backlog is a broken lag metric."""
 CPU_HEADROOM = 2.0
 """A worker's median CPU may reach this many times its cores (its JVM's own threads) before it counts as
 out of range; CPU in percent reads tens of times more."""
@@ -149,6 +154,17 @@ def rates(observation: Observation) -> list[Implausible]:
         finite = values[np.isfinite(values)]
         if len(finite) and finite.min() < 0:
             found.append(Implausible("negative-rate", f"{name} down to {finite.min():.1f} records/s"))
+        if len(finite) and finite.max() > MAX_RATE_RPS:
+            found.append(
+                Implausible(
+                    "rate-out-of-range", f"{name} up to {finite.max():.3g} records/s > {MAX_RATE_RPS:g}"
+                )
+            )
+    backlog = observation.backlog_records
+    if backlog is not None and math.isfinite(backlog) and backlog > MAX_BACKLOG_RECORDS:
+        found.append(
+            Implausible("rate-out-of-range", f"backlog of {backlog:.3g} records > {MAX_BACKLOG_RECORDS:g}")
+        )
     return found
 
 

@@ -33,7 +33,7 @@ import numpy as np
 from scipy.optimize import nnls
 
 from capacity.cores import NEAR_SATURATION
-from capacity.subtask_windows import current_subtasks, input_rps
+from capacity.subtask_windows import current_subtasks, input_rps, plausible_rps
 from mape.extensions import ObservingExtension
 from mape.knowledge import Knowledge
 from messages.types import Assessment, JobEdge, JobGraph, JobVertex, Observation
@@ -260,8 +260,8 @@ def vertex_windows(observation: Observation) -> dict[str, VertexWindow]:
     windows = {}
     for vertex in graph.vertices:
         subtasks = grouped.get(vertex.vertex_id, [])
-        records_in = [_mean(input_rps(s, vertex.vertex_id in sources)) for s in subtasks]
-        records_out = [_mean(s.records_out_rps) for s in subtasks]
+        records_in = [_mean(plausible_rps(input_rps(s, vertex.vertex_id in sources))) for s in subtasks]
+        records_out = [_mean(plausible_rps(s.records_out_rps)) for s in subtasks]
         busy = [_mean(s.busy_ms_per_s) / 1000.0 for s in subtasks]
         known = [b for b in busy if math.isfinite(b)]
         windows[vertex.vertex_id] = VertexWindow(

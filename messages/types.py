@@ -11,6 +11,10 @@ from typing import Literal
 
 import numpy as np
 
+MAX_RATE_RPS = 1e9
+"""Highest record rate any series may show (no Flink job reads a billion records a second): above it a
+reading is damage, never load."""
+
 
 def frozen_array(values: object) -> np.ndarray:
     """A read-only float array, so a message cannot be changed by the phase that receives it."""

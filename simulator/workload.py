@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from messages.types import MAX_RATE_RPS
+
 SINE_MEAN_RPS = 32_500.0
 """Mean of the Daedalus WordCount trace `sine_60000_6h.csv` (range 5,000..60,000 records/s)."""
 SINE_AMPLITUDE_RPS = 27_500.0
@@ -21,8 +23,6 @@ MAX_SPAN_S = 31 * 86_400
 past it, is rejected at its line instead of allocating by the last second number."""
 MAX_ROWS = MAX_SPAN_S + 1
 """Most data rows (seconds increase strictly, so the span bounds them too)."""
-MAX_RATE_RPS = 1e9
-"""Highest count per second accepted (no Flink job reads a billion records a second)."""
 
 
 def load_trace(

@@ -259,6 +259,10 @@ def test_the_graph_is_put_in_topological_order_whatever_order_the_api_lists_it_i
     assert [v.name for v in graph.vertices] == ["Source: trace", "parse", "burn", "store: Writer"]
 
 
+def _vertex(parallelism: object, max_parallelism: object) -> dict[str, object]:
+    return {"id": "v", "name": "v", "parallelism": parallelism, "maxParallelism": max_parallelism}
+
+
 def _cyclic() -> dict[str, object]:
     detail = json.loads(json.dumps(DETAIL))
     detail["plan"]["nodes"][0]["inputs"] = [{"id": STORE, "ship_strategy": "FORWARD"}]
@@ -275,6 +279,12 @@ def _cyclic() -> dict[str, object]:
             "vertices the job does not have",
         ),
         (_cyclic(), "cycle"),
+        # counts the per-vertex model sizes its arrays by: 10^8 key groups took gigabytes, 2.7 read as 2
+        (_with_detail(vertices=[_vertex(2, 100_000_000)]), "maxParallelism 100000000 outside"),
+        (_with_detail(vertices=[_vertex(200, 128)]), "parallelism 200 / maxParallelism 128 outside"),
+        (_with_detail(vertices=[_vertex(0, 128)]), "parallelism 0 / maxParallelism 128 outside"),
+        (_with_detail(vertices=[_vertex(2.7, 128)]), "parallelism 2.7 is not a whole number"),
+        (_with_detail(vertices=[_vertex(True, 128)]), "parallelism True is not a whole number"),
         ({"/jobs/overview": {"jobs": []}}, "no running job"),
         ({"/jobs/overview": {"jobs": [{"jid": JOB_ID, "state": "FINISHED"}]}}, "no running job"),
         ({"/jobs/overview": "<html>login</html>"}, "unexpected answer"),

@@ -45,6 +45,7 @@ def _worker(i: int, cpu: float = 0.5, throughput: float = 300.0) -> WorkerSeries
 CASES = {
     "negative-rate": {"input_rate_rps": np.r_[np.full(10, 1_000.0), -50.0, -50.0]},
     "non-finite-rate": {"input_rate_rps": np.r_[np.full(11, 1_000.0), np.inf]},
+    "rate-out-of-range": {"input_rate_rps": np.r_[np.full(11, 1_000.0), 1e12]},  # scaled to the maximum
     "cpu-out-of-range": {"workers": (_worker(0, cpu=45.0), _worker(1, cpu=52.0), _worker(2, cpu=47.0))},
     "parallelism-mismatch": {"parallelism": 5},
     "stale-samples": {"input_rate_rps": np.r_[np.full(4, 1_000.0), np.full(8, np.nan)]},
@@ -67,6 +68,13 @@ def test_the_short_window_rate_is_checked_like_the_input_rate():
     found = plausibility.check(_observation(recent_input_rate_rps=recent))
     assert [(p.reason, p.detail) for p in found] == [("non-finite-rate", "recent input rate is infinite")]
     assert plausibility.check(_observation(recent_input_rate_rps=np.full(12, 1_200.0))) == []
+
+
+def test_a_backlog_beyond_an_hour_at_the_highest_rate_is_a_broken_lag_metric():
+    """A lag of 10^15 records took the plan to its largest scale-out (reason `max-scaleout`)."""
+    found = plausibility.check(_observation(backlog_records=1e15))
+    assert [p.reason for p in found] == ["rate-out-of-range"] and "backlog of 1e+15" in found[0].detail
+    assert plausibility.check(_observation(backlog_records=1e12)) == []  # 1,000 s at 10^9 records/s
 
 
 def test_a_jvm_above_one_core_is_plausible_percent_is_not():

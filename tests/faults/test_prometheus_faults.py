@@ -7,6 +7,7 @@ front of it breaks one query at a time with what no real Prometheus answers (gar
 
 from __future__ import annotations
 
+import json
 import math
 import time
 import urllib.request
@@ -167,7 +168,8 @@ def test_the_default_input_query_never_goes_negative(prometheus):
 
 
 def _proxy(prometheus_url: str, broken: str, how: str) -> FakeServer:
-    """Forwards to the real Prometheus, except the one query it breaks: garbage or no answer in time."""
+    """Forwards to the real Prometheus, except the one query it breaks: garbage, no answer in time, or the
+    real answer with a sample time too large for a float."""
 
     def reply(handler) -> tuple[int, bytes]:
         query = parse_qs(urlparse(handler.path).query).get("query", [""])[0]
@@ -175,15 +177,22 @@ def _proxy(prometheus_url: str, broken: str, how: str) -> FakeServer:
             if how == "slow":
                 server.release.wait(30)
                 return 200, b"{}"
-            return 200, b'{"status":"success","data":{"resultType":"matrix","result":[{"values":"?"}]}}'
+            if how == "garbage":
+                return 200, b'{"status":"success","data":{"resultType":"matrix","result":[{"values":"?"}]}}'
         with urllib.request.urlopen(prometheus_url + handler.path, timeout=5) as answer:
-            return answer.status, answer.read()
+            status, body = answer.status, answer.read()
+        if query == broken and how == "overflowing":  # a time of 400 digits: float() overflowed, uncaught
+            data = json.loads(body)
+            for series in data["data"]["result"]:
+                (series["values"] if "values" in series else [series["value"]])[0][0] = 10**400
+            body = json.dumps(data).encode()
+        return status, body
 
     server = FakeServer(reply)
     return server
 
 
-@pytest.mark.parametrize("how", ["garbage", "slow"])
+@pytest.mark.parametrize("how", ["garbage", "slow", "overflowing"])
 @pytest.mark.parametrize("query", sorted(GOOD))
 def test_one_broken_query_holds_the_loop(prometheus, query, how, fault):
     server = _proxy(prometheus.url, GOOD[query], how)

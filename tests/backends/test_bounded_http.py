@@ -1,0 +1,72 @@
+"""A server that sends its headers, then one byte at a time, never finishing its answer: `requests`' timeout
+bounds each read, not the answer, and it held an iteration (and SIGTERM, which waits for it) for good.
+A fake server: a real Prometheus or Flink cannot be made to drip."""
+
+from __future__ import annotations
+
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import requests
+
+from backends.flinkrest import FlinkRest
+from backends.prometheus import PrometheusClient
+from config.backends import PrometheusConfig
+
+
+@pytest.fixture
+def dripping_url():
+    class Drip(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "1000000")
+            self.end_headers()
+            try:
+                while not stopped.is_set():
+                    self.wfile.write(b" ")  # whitespace: valid JSON, if it ever ended
+                    self.wfile.flush()
+                    stopped.wait(0.05)  # the server's pace, well inside each read's timeout
+            except OSError:  # the client gave up
+                pass
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    stopped = threading.Event()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Drip)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    stopped.set()
+    server.shutdown()
+
+
+def _within(seconds: float, call) -> object:
+    """The call's result, or a failure if it has not returned after `seconds` (it used to never return)."""
+    result: list = []
+    worker = threading.Thread(target=lambda: result.append(call()), daemon=True)
+    started = time.monotonic()
+    worker.start()
+    worker.join(seconds)
+    assert not worker.is_alive(), f"still reading after {time.monotonic() - started:.0f} s"
+    return result[0]
+
+
+def test_a_dripping_flink_rest_api_is_not_known_to_run(dripping_url):
+    assert _within(20, lambda: FlinkRest(dripping_url, timeout_s=0.5).job_status()) is None
+
+
+def test_a_dripping_prometheus_times_out(dripping_url):
+    client = PrometheusClient(PrometheusConfig(url=dripping_url, timeout_s=0.5, retries=0))
+
+    def query() -> str:
+        try:
+            client.instant("up", time.time())
+        except requests.Timeout as error:
+            return str(error)
+        return "answered"
+
+    assert "the answer took over 1.5 s" in _within(20, query)
