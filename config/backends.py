@@ -23,7 +23,12 @@ class PrometheusConfig(_Section):
         ge=1,
         description="Resolution of the range queries over the loop window (seconds between samples).",
     )
-    timeout_s: float = Field(5.0, gt=0, description="Timeout of one HTTP request to Prometheus.")
+    timeout_s: float = Field(
+        5.0,
+        gt=0,
+        description="Timeout of each read of an HTTP answer from Prometheus (and the Flink REST API); the "
+        "whole answer must arrive within 3 times it.",
+    )
     retries: int = Field(
         1, ge=0, description="Retries of a request that failed to connect or got a 5xx/429 answer."
     )
