@@ -114,7 +114,7 @@ class FlinkRest:
             vertex_id: {"parallelism": {"lowerBound": lower, "upperBound": upper}}
             for vertex_id, (lower, upper) in requirements.items()
         }
-        return requests.put(
+        return self._session.put(
             f"{self.url}/jobs/{job_id}/resource-requirements", json=body, timeout=self.timeout_s
         )
 
