@@ -104,7 +104,7 @@ def _plausible_busy(busy: np.ndarray) -> np.ndarray:
 
 
 def _subtask_window(series: SubtaskSeries, records: np.ndarray, from_s: float) -> SubtaskWindow | None:
-    """One subtask's window: its samples from `from_s` on with a finite, non-negative records-in rate."""
+    """One subtask's window: its samples from `from_s` on whose records in are a plausible rate."""
     keep = (series.timestamps_s >= from_s) & np.isfinite(plausible_rps(records))
     if not keep.any():
         return None
