@@ -26,15 +26,15 @@ def key_group_loads(groups: int, shares_seen: dict[int, np.ndarray], latest: int
     optimum spreads each run's load evenly, and the problem over runs (a run of n groups weighs its prior
     by 1/√n) has the same optimum as the one over groups. A job at Flink's largest max parallelism (32,768)
     has a few dozen runs, where a matrix over its groups takes gigabytes."""
-    owner = key_group_owner(groups, latest)
-    prior = (shares_seen[latest] / np.maximum(np.bincount(owner, minlength=latest), 1))[owner]
     usable = {p: s for p, s in shares_seen.items() if p <= groups}
+    owners = {p: key_group_owner(groups, p) for p in {*usable, latest}}
+    owner = owners[latest]
+    prior = (shares_seen[latest] / np.maximum(np.bincount(owner, minlength=latest), 1))[owner]
     if len(usable) < 2:
         return prior
-    owners = [key_group_owner(groups, p) for p in {*usable, latest}]
-    starts = np.flatnonzero(np.any([np.diff(o, prepend=-1) != 0 for o in owners], axis=0))
+    starts = np.flatnonzero(np.any([np.diff(o, prepend=-1) != 0 for o in owners.values()], axis=0))
     sizes = np.diff(starts, append=groups)
-    rows = [key_group_owner(groups, p)[starts][None, :] == np.arange(p)[:, None] for p in usable]
+    rows = [owners[p][starts][None, :] == np.arange(p)[:, None] for p in usable]
     weights = _PRIOR_WEIGHT / np.sqrt(sizes)
     matrix = np.vstack([*rows, np.diag(weights)])
     target = np.concatenate([*usable.values(), weights * sizes * prior[starts]])

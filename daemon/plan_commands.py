@@ -158,12 +158,11 @@ def _plan(args: argparse.Namespace) -> int:
         testbed, topology, max_slots = _testbed(args, config)
     except (ValueError, RuntimeError) as error:
         return _fail(str(error), EXIT_FAILURE)
-    if args.budget_max is not None and args.budget_max > max_slots:
-        getattr(testbed, "close", lambda: None)()
-        return _fail(
-            f"--budget-max {args.budget_max} is above the testbed's largest deployment ({max_slots} slots)"
-        )
     try:
+        if args.budget_max is not None and args.budget_max > max_slots:
+            return _fail(
+                f"--budget-max {args.budget_max} is above the testbed's largest deployment ({max_slots} slots)"
+            )
         plan = make_plan(
             testbed,
             args.target_rate,
