@@ -196,7 +196,7 @@ class VertexWatch(ObservingExtension):
         sources = {v.vertex_id for v in graph.sources}
         busy: dict[str, dict[str, float]] = {}
         for series in current_subtasks(observation.subtasks, graph):
-            records = input_rps(series, series.vertex_id in sources)
+            records = plausible_rps(input_rps(series, series.vertex_id in sources))
             records = records[np.isfinite(records)]
             p = parallelism.get(series.vertex_id, 0)
             rate = knowledge.dag.subtask_rate_rps(series.vertex_id, p, series.subtask_index)

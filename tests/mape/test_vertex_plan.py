@@ -402,6 +402,29 @@ def test_a_saturated_core_teaches_nothing_of_the_cpu_per_busy_second():
     assert state.vertex_cpu_per_busy()["map"] == pytest.approx(1.0, rel=0.05)
 
 
+def test_an_implausible_records_sample_teaches_nothing_of_the_cpu_per_busy_second():
+    """One sample of 10^12 records/s on tm-a would predict its subtask busy for ~10^8 seconds a second:
+    averaged in, the CPU per busy second fitted near 0, the floor, and every vertex looked almost free."""
+    from mape.vertex_knowledge import VertexWatch
+
+    class Rates:
+        def subtask_rate_rps(self, vertex_id, parallelism, index):
+            return 1_000.0
+
+    t = np.arange(5.0, 65.0, 5.0)
+    records = np.full(len(t), 500.0)
+    records[3] = 1e12
+    observation = Observation(
+        120.0, 60.0, np.array([120.0]), np.array([1.0]),
+        (WorkerSeries("tm-a", t, np.full(len(t), 0.525), np.full(len(t), 100.0)),), 0.0, 4, 500.0,
+        job_graph=GRAPH,
+        subtasks=(SubtaskSeries("map", 0, "tm-a", t, records, records, records, 0 * t, 1000 - records),),
+    )  # fmt: skip
+    knowledge = knowledge_with(Rates(), cpu_per_busy=math.nan)
+    VertexWatch(0.1, 0.95).refine(observation, knowledge, assessment(1.0))
+    assert knowledge.extensions[VERTEX].cpu_per_busy == pytest.approx(1.0)
+
+
 def test_the_baselines_window_leaves_out_the_subtasks_a_scale_in_removed():
     """map runs at 4 after a scale-in from 6: the range query still returns subtasks 4 and 5 from before
     the restart, busier and with more records; summed in they would double the vertex's input."""
