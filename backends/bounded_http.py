@@ -3,15 +3,19 @@
 `requests`' timeout bounds each socket read, not the answer: a server that sends its headers, then a byte
 every half second, held a loop iteration for good (and SIGTERM with it, which waits for the iteration).
 Here the body is read in chunks against a deadline and a size cap; exceeding either raises
-`requests.Timeout` / `requests.ConnectionError`, which the callers already name and hold on. A server that
-drips its headers is still bounded only per read.
+`requests.Timeout` / `requests.ConnectionError`, which the callers already name and hold on. The Kubernetes
+client's `_request_timeout` is per read too (urllib3's `total` bounds the connect and each read): its pool
+manager is wrapped the same way (`BoundedPoolManager`), raising urllib3's timeout, which the retry layer
+counts as transient. A server that drips its headers is still bounded only per read.
 """
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import requests
+import urllib3
 
 ANSWER_DEADLINE_READS = 3
 """The whole answer may take this many read timeouts: a large range answer still arrives on a slow link."""
@@ -43,3 +47,46 @@ class BoundedSession(requests.Session):
             response.close()
         response._content = bytes(body)  # what `response.content` would have read, read under the deadline
         return response
+
+
+class BoundedPoolManager:
+    """A urllib3 pool manager (the Kubernetes client's) whose answers are read whole within
+    `ANSWER_DEADLINE_READS` × the request's timeout and under `MAX_ANSWER_BYTES`; the rest is the wrapped
+    manager's."""
+
+    def __init__(self, inner: urllib3.PoolManager) -> None:
+        self._inner = inner
+
+    def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> urllib3.BaseHTTPResponse:
+        response = self._inner.request(method, url, *args, **kwargs)
+        read_s = _seconds(kwargs.get("timeout"))
+        if read_s is None:
+            return response
+        limit_s = ANSWER_DEADLINE_READS * read_s
+        deadline = time.monotonic() + limit_s
+        body = bytearray()
+        try:
+            while chunk := response.read1(64 * 1024):
+                body += chunk
+                if time.monotonic() > deadline:
+                    raise urllib3.exceptions.TimeoutError(f"{url}: the answer took over {limit_s:g} s")
+                if len(body) > MAX_ANSWER_BYTES:
+                    raise urllib3.exceptions.ProtocolError(
+                        f"{url}: the answer exceeds {MAX_ANSWER_BYTES} bytes"
+                    )
+        except BaseException:
+            response.release_conn()
+            raise
+        response._body = bytes(body)  # what `response.data` would have read, read under the deadline
+        return response
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def _seconds(timeout: object) -> float | None:
+    """The request's timeout in seconds: a number, or urllib3's Timeout(total=…) the Kubernetes client makes
+    of one; None when the request has none."""
+    if isinstance(timeout, urllib3.Timeout):
+        timeout = timeout.total
+    return float(timeout) if isinstance(timeout, int | float) else None

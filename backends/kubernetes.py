@@ -34,6 +34,7 @@ from kubernetes import client
 from kubernetes import config as kube_config
 from kubernetes.config.incluster_config import InClusterConfigLoader
 
+from backends.bounded_http import BoundedPoolManager
 from backends.flinkrest import FlinkRest
 from backends.retry import with_retries
 from backends.vertex_rescale import (
@@ -73,7 +74,9 @@ def api_client(
             client_configuration=configuration,
             persist_config=False,
         )
-    return client.ApiClient(configuration)
+    api = client.ApiClient(configuration)
+    api.rest_client.pool_manager = BoundedPoolManager(api.rest_client.pool_manager)
+    return api
 
 
 class ScaledResource(Protocol):

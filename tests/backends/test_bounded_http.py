@@ -1,6 +1,6 @@
 """A server that sends its headers, then one byte at a time, never finishing its answer: `requests`' timeout
-bounds each read, not the answer, and it held an iteration (and SIGTERM, which waits for it) for good.
-A fake server: a real Prometheus or Flink cannot be made to drip."""
+(and the Kubernetes client's) bounds each read, not the answer, and it held an iteration (and SIGTERM, which
+waits for it) for good. A fake server: a real Prometheus, Flink or API server cannot be made to drip."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import requests
+import urllib3
 
 from backends.flinkrest import FlinkRest
+from backends.kubernetes import DeploymentScale, api_client
 from backends.prometheus import PrometheusClient
-from config.backends import PrometheusConfig
+from config.backends import KubernetesConfig, PrometheusConfig
 
 
 @pytest.fixture
@@ -70,3 +72,24 @@ def test_a_dripping_prometheus_times_out(dripping_url):
         return "answered"
 
     assert "the answer took over 1.5 s" in _within(20, query)
+
+
+def test_a_dripping_kubernetes_api_server_times_out(dripping_url, tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: drip\n"
+        f"clusters: [{{name: drip, cluster: {{server: '{dripping_url}'}}}}]\n"
+        "users: [{name: drip, user: {token: t}}]\n"
+        "contexts: [{name: drip, context: {cluster: drip, user: drip}}]\n"
+    )
+    api = api_client(KubernetesConfig(kubeconfig=str(kubeconfig), namespace="flink", name="tm"))
+    deployment = DeploymentScale(api, "flink", "tm", timeout_s=0.5)
+
+    def read() -> str:
+        try:
+            deployment.desired()
+        except urllib3.exceptions.TimeoutError as error:
+            return str(error)
+        return "answered"
+
+    assert "the answer took over 1.5 s" in _within(20, read)
