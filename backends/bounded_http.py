@@ -43,10 +43,22 @@ class BoundedSession(requests.Session):
                     )
                 if len(body) > MAX_ANSWER_BYTES:
                     raise requests.ConnectionError(f"{url}: the answer exceeds {MAX_ANSWER_BYTES} bytes")
+        except urllib3.exceptions.HTTPError as error:  # what `requests` would have wrapped reading it
+            raise _as_requests_error(error, url) from error
         finally:
             response.close()
         response._content = bytes(body)  # what `response.content` would have read, read under the deadline
         return response
+
+
+def _as_requests_error(error: urllib3.exceptions.HTTPError, url: str) -> requests.RequestException:
+    """A body read's urllib3 error (cut short, stalled, badly encoded) as the `requests` error callers catch."""
+    text = f"{url}: {type(error).__name__} reading the answer"
+    if isinstance(error, urllib3.exceptions.TimeoutError):
+        return requests.Timeout(text)
+    if isinstance(error, urllib3.exceptions.DecodeError):
+        return requests.exceptions.ContentDecodingError(text)
+    return requests.ConnectionError(text)
 
 
 class BoundedPoolManager:

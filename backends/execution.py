@@ -17,6 +17,7 @@ are released on later observations, once their slots hold no task.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -141,7 +142,8 @@ class RescaleFollower:
             return None
         if completed is not None:
             self.completed.append(completed)
-            self._finish("ready", now_s - pending.since_s, pending, downtime_s=round(completed.downtime_s, 3))
+            downtime_s = round(completed.downtime_s, 3) if math.isfinite(completed.downtime_s) else None
+            self._finish("ready", now_s - pending.since_s, pending, downtime_s=downtime_s)
             return None
         elapsed = now_s - pending.since_s
         if execution.idle():  # every vertex was declared at its target already: nothing restarted

@@ -22,6 +22,17 @@ from config.schema import FLINK_MAX_PARALLELISM
 from messages.types import JobEdge, JobGraph, JobVertex
 
 TERMINAL = {"FINISHED", "CANCELED", "FAILED"}
+BAD_ANSWER = (
+    requests.RequestException,
+    KeyError,
+    IndexError,
+    TypeError,
+    ValueError,
+    AttributeError,
+    OverflowError,
+)
+"""What reading an answer of another shape raises (a list where a map was, 1e400 as a count, …), besides
+the transport's errors: the callers turn it into None or one line."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +74,7 @@ class FlinkRest:
                 vertices_running=all(v.get("status") == "RUNNING" for v in vertices),
                 start_time_ms=int(detail.get("start-time", 0)),
             )
-        except (requests.RequestException, KeyError, TypeError, ValueError):
+        except BAD_ANSWER:
             return None
 
     def job_graph(self) -> JobGraph:
@@ -83,7 +94,7 @@ class FlinkRest:
             ]
         except requests.RequestException as error:
             raise GraphUnavailable(f"Flink REST API {self.url}: {type(error).__name__}") from error
-        except (KeyError, TypeError, ValueError, AttributeError) as error:
+        except BAD_ANSWER as error:
             raise GraphUnavailable(
                 f"Flink REST API {self.url}: unexpected answer ({error!r:.120})"
             ) from error
@@ -99,12 +110,17 @@ class FlinkRest:
         return None if job is None else str(job["jid"])
 
     def resource_requirements(self, job_id: str) -> dict[str, tuple[int, int]]:
-        """Declared parallelism bounds per vertex id (lower, upper): what was asked, not what runs."""
+        """Declared parallelism bounds per vertex id (lower, upper): what was asked, not what runs. Whole
+        numbers with 1 ≤ lower ≤ upper ≤ 32,768, else ValueError: the map is PUT back, and an upper bound
+        of 2.7 read as 2 would rescale a vertex the plan left alone."""
         body = self._get(f"/jobs/{job_id}/resource-requirements")
-        return {
-            vertex_id: (int(bounds["parallelism"]["lowerBound"]), int(bounds["parallelism"]["upperBound"]))
-            for vertex_id, bounds in body.items()
-        }
+        requirements = {}
+        for vertex_id, bounds in body.items():
+            lower, upper = bounds["parallelism"]["lowerBound"], bounds["parallelism"]["upperBound"]
+            if not (_whole(lower) and _whole(upper) and 1 <= lower <= upper <= FLINK_MAX_PARALLELISM):
+                raise ValueError(f"vertex {vertex_id}: parallelism bounds {lower!r}..{upper!r}")
+            requirements[str(vertex_id)] = (lower, upper)
+        return requirements
 
     def put_resource_requirements(
         self, job_id: str, requirements: dict[str, tuple[int, int]]
@@ -115,7 +131,10 @@ class FlinkRest:
             for vertex_id, (lower, upper) in requirements.items()
         }
         return self._session.put(
-            f"{self.url}/jobs/{job_id}/resource-requirements", json=body, timeout=self.timeout_s
+            f"{self.url}/jobs/{job_id}/resource-requirements",
+            json=body,
+            timeout=self.timeout_s,
+            allow_redirects=False,  # a redirect turns the PUT into a GET, whose 200 accepts nothing
         )
 
     def running_vertex_parallelism(self, job_id: str) -> dict[str, int] | None:
@@ -132,7 +151,8 @@ class FlinkRest:
         return int(self._get(f"/jobs/{job_id}")["timestamps"]["CREATED"]) / 1000
 
     def last_subtask_running_s(self, job_id: str, vertex_ids: list[str]) -> float:
-        """Epoch seconds at which the last subtask of these vertices switched to RUNNING (Flink's clock)."""
+        """Epoch seconds at which the last subtask of these vertices switched to RUNNING (Flink's clock; 0
+        when none says)."""
         latest_ms = 0
         for vertex_id in vertex_ids:
             times = self._get(f"/jobs/{job_id}/vertices/{vertex_id}/subtasktimes")
@@ -156,10 +176,15 @@ class FlinkRest:
         return str(self._get("/config")["flink-version"])
 
     def taskmanager_count(self) -> int | None:
+        """TaskManagers registered now: entries with an id (a string of ten characters is not ten of them);
+        None when the API does not say."""
         try:
-            return len(self._get("/taskmanagers")["taskmanagers"])
-        except (requests.RequestException, KeyError, TypeError, ValueError):
+            taskmanagers = self._get("/taskmanagers")["taskmanagers"]
+        except BAD_ANSWER:
             return None
+        if not isinstance(taskmanagers, list):
+            return None
+        return sum(1 for t in taskmanagers if isinstance(t, dict) and t.get("id"))
 
     def _get(self, path: str) -> Any:
         response = self._session.get(self.url + path, timeout=self.timeout_s)
@@ -190,12 +215,16 @@ def _topological(vertices: list[JobVertex], edges: list[JobEdge]) -> JobGraph:
     return JobGraph(tuple(by_id[v] for v in order), tuple(edges))
 
 
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _vertex(answer: dict) -> JobVertex:
     """A vertex of `/jobs/:jobid`, its counts checked: whole numbers, 1 ≤ parallelism ≤ max parallelism ≤
     Flink's 32,768 (a max parallelism of 10^8 took gigabytes in the key-group arrays, 2.7 read as 2)."""
     parallelism, max_parallelism = answer["parallelism"], answer["maxParallelism"]
     for name, value in (("parallelism", parallelism), ("maxParallelism", max_parallelism)):
-        if isinstance(value, bool) or not isinstance(value, int):
+        if not _whole(value):
             raise ValueError(f"vertex {answer.get('name')!r}: {name} {value!r} is not a whole number")
     if not 1 <= parallelism <= max_parallelism <= FLINK_MAX_PARALLELISM:
         raise ValueError(

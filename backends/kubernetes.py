@@ -39,10 +39,8 @@ from backends.flinkrest import FlinkRest
 from backends.retry import with_retries
 from backends.vertex_rescale import (
     RequestedRescale,
-    RescaleRequestFailed,
     VertexExecution,
     VertexRescaler,
-    new_requirements,
 )
 from config.backends import KubernetesConfig
 from messages.types import CompletedRescale
@@ -404,7 +402,7 @@ class DeploymentTaskManagers:
         if surplus <= 0:
             return True
         free_ids = {tm for tm, tasks in self.rest.taskmanager_tasks().items() if tasks == 0}
-        free = [p for p in self._pods() if _taskmanager_of(p, free_ids)][:surplus]
+        free = [p for p in self.retry(self._pods) if _taskmanager_of(p, free_ids)][:surplus]
         for pod in free:
             self.retry(
                 lambda pod=pod: self.core.patch_namespaced_pod(
@@ -455,30 +453,34 @@ class OperatorRescaler:
     TaskManagers: native mode starts and releases them itself, so the count foresail plans is not applied.
     """
 
-    def __init__(self, resource: FlinkDeploymentScale, rescaler: VertexRescaler) -> None:
+    def __init__(
+        self,
+        resource: FlinkDeploymentScale,
+        rescaler: VertexRescaler,
+        retry: Callable[[Callable[[], Any]], Any],
+    ) -> None:
         self.resource = resource
         self.rescaler = rescaler
+        self.retry = retry
 
     def request(self, targets: Mapping[str, int]) -> RequestedRescale | None:
-        job_id = self.rescaler.rest.live_job_id()
-        if job_id is None:
-            raise RescaleRequestFailed(f"Flink REST API {self.rescaler.rest.url}: no running job")
-        declared = self.rescaler.rest.resource_requirements(job_id)
-        requirements, changed = new_requirements(declared, targets)
+        job_id, requirements, changed = self.rescaler.declared(targets)
         if not changed:
             return None
         parallelism = {vertex_id: upper for vertex_id, (_, upper) in requirements.items()}
         overrides = ",".join(f"{v}:{p}" for v, p in sorted(parallelism.items()))
         requested_s = self.rescaler.clock()
-        self.resource.custom.patch_namespaced_custom_object(
-            FLINK_GROUP,
-            FLINK_VERSION,
-            self.resource.namespace,
-            FLINK_PLURAL,
-            self.resource.name,
-            {"spec": {"flinkConfiguration": {OVERRIDES_KEY: overrides}}},
-            _content_type=MERGE_PATCH,
-            _request_timeout=self.resource.timeout_s,
+        self.retry(
+            lambda: self.resource.custom.patch_namespaced_custom_object(
+                FLINK_GROUP,
+                FLINK_VERSION,
+                self.resource.namespace,
+                FLINK_PLURAL,
+                self.resource.name,
+                {"spec": {"flinkConfiguration": {OVERRIDES_KEY: overrides}}},
+                _content_type=MERGE_PATCH,
+                _request_timeout=self.resource.timeout_s,
+            )
         )
         return RequestedRescale(job_id, parallelism, requested_s, tuple(changed))
 
@@ -516,12 +518,12 @@ class KubernetesVertexTarget(KubernetesTarget):
     ) -> None:
         super().__init__(resource, retries, backoff_s, leadership, log)
         rescaler = VertexRescaler(rest, log=self.log)
+        retry = lambda call: with_retries(call, self.retries, self.backoff_s, self._retrying)  # noqa: E731
         if isinstance(resource, FlinkDeploymentScale):
             self.execution = VertexExecution(
-                OperatorRescaler(resource, rescaler), NativeTaskManagers(), self.log
+                OperatorRescaler(resource, rescaler, retry), NativeTaskManagers(), self.log
             )
         elif isinstance(resource, DeploymentScale):
-            retry = lambda call: with_retries(call, self.retries, self.backoff_s, self._retrying)  # noqa: E731
             self.execution = VertexExecution(
                 rescaler, DeploymentTaskManagers(resource, rest, retry), self.log
             )

@@ -21,6 +21,7 @@ per-vertex requirements) — a configuration error, which `foresail check-config
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -29,13 +30,15 @@ from typing import Protocol
 import requests
 import structlog
 
-from backends.flinkrest import FlinkRest
+from backends.flinkrest import BAD_ANSWER, FlinkRest
 from messages.types import CompletedRescale
 
 Bounds = tuple[int, int]
 REACTIVE_MARKER = "reactive mode"
 """Part of Flink's 500 answer to a PUT on a reactive-mode job ('Cannot change the parallelism of a job
 running in reactive mode', as Flink 2.3 words it)."""
+CLOCK_SKEW_S = 5.0
+"""How far ahead of ours Flink's clock may read a subtask's switch to RUNNING and still be believed."""
 
 
 class RescaleRejected(RuntimeError):
@@ -96,19 +99,23 @@ class VertexRescaler:
         self.clock = clock
         self.log = log or structlog.get_logger("foresail.target")
 
-    def request(self, targets: Mapping[str, int]) -> RequestedRescale | None:
-        """PUT the requirements for `targets`; None when every vertex is already declared at its target
-        (nothing restarts, so there is no downtime to measure)."""
+    def declared(self, targets: Mapping[str, int]) -> tuple[str, dict[str, Bounds], list[str]]:
+        """The live job, the complete map to PUT for `targets` and the vertices it changes."""
         try:
             job_id = self.rest.live_job_id()
             if job_id is None:
                 raise RescaleRequestFailed(f"Flink REST API {self.rest.url}: no running job")
             declared = self.rest.resource_requirements(job_id)
-        except (requests.RequestException, KeyError, TypeError, ValueError) as error:
+        except BAD_ANSWER as error:
             raise RescaleRequestFailed(
                 f"Flink REST API {self.rest.url}: resource requirements unreadable ({type(error).__name__})"
             ) from error
-        requirements, changed = new_requirements(declared, targets)
+        return job_id, *new_requirements(declared, targets)
+
+    def request(self, targets: Mapping[str, int]) -> RequestedRescale | None:
+        """PUT the requirements for `targets`; None when every vertex is already declared at its target
+        (nothing restarts, so there is no downtime to measure)."""
+        job_id, requirements, changed = self.declared(targets)
         if not changed:
             return None
         requested_s = self.clock()
@@ -130,7 +137,7 @@ class VertexRescaler:
                 "the job runs in reactive mode, which refuses per-vertex parallelism: configure "
                 "jobmanager.scheduler: adaptive without scheduler-mode: reactive (or granularity: job)"
             )
-        if not response.ok:
+        if not 200 <= response.status_code < 300:  # a redirect is not followed: nothing was accepted
             raise RescaleRequestFailed(
                 f"Flink answered HTTP {response.status_code}: {_first_error(response)}"
             )
@@ -145,37 +152,59 @@ class VertexRescaler:
 
     def finished(self, rescale: RequestedRescale) -> CompletedRescale | None:
         """The completed rescale once every vertex runs at its target; None until then or when the API
-        cannot tell (it is asked again next time)."""
+        cannot tell (it is asked again next time). Its downtime is NaN (measured nothing, learned nothing)
+        when Flink's last switch to RUNNING is not after the PUT (no subtask restarted, or none says when)
+        or lies ahead of our clock."""
         try:
             running = self.rest.running_vertex_parallelism(rescale.job_id)
             if running != rescale.vertex_parallelism:
                 return None
             restarted_s = self.rest.last_subtask_running_s(rescale.job_id, list(running))
-            created_s = self.rest.scheduled_s(rescale.job_id)
-        except (requests.RequestException, KeyError, TypeError, ValueError):
+        except BAD_ANSWER:
             return None
+        now_s = self.clock()
+        measured = rescale.requested_s < restarted_s <= now_s + CLOCK_SKEW_S
         completed = CompletedRescale(
             requested_s=rescale.requested_s,
-            finished_s=max(rescale.requested_s, restarted_s),
+            finished_s=restarted_s if measured else math.nan,
             granularity="vertex",
             vertex_parallelism=dict(running),
         )
+        if not measured:
+            self.log.warning(
+                "vertex-rescale-downtime-unknown",
+                job_id=rescale.job_id,
+                requested_s=rescale.requested_s,
+                last_running_s=restarted_s,
+                now_s=now_s,
+            )
+            return completed
         self.log.info(
             "vertex-rescale-finished",
             job_id=rescale.job_id,
             downtime_s=round(completed.downtime_s, 3),
-            restart_s=round(completed.finished_s - created_s, 3)
-            if created_s >= completed.requested_s
-            else None,
+            restart_s=self._restart_s(rescale, restarted_s),
         )
         return completed
+
+    def _restart_s(self, rescale: RequestedRescale, restarted_s: float) -> float | None:
+        """The restart alone (the new execution created → the last subtask RUNNING), for the log; None when
+        Flink does not say when the execution was created, or it was before the PUT."""
+        try:
+            created_s = self.rest.scheduled_s(rescale.job_id)
+        except BAD_ANSWER:
+            return None
+        return round(restarted_s - created_s, 3) if created_s >= rescale.requested_s else None
 
 
 def _first_error(response: requests.Response) -> str:
     """Flink's error text in one line (its first line, without the Java stack)."""
     try:
-        errors = response.json().get("errors") or [response.text]
+        body = response.json()
     except ValueError:
+        body = None
+    errors = body.get("errors") if isinstance(body, dict) else None
+    if not isinstance(errors, list) or not errors:
         errors = [response.text]
     text = " ".join(str(e) for e in errors if "Internal server error" not in str(e)) or str(errors[0])
     line = text.strip().splitlines()[0] if text.strip() else f"HTTP {response.status_code}"
@@ -229,7 +258,11 @@ class VertexExecution:
         self.keep_taskmanagers = taskmanagers
         self.requested = None
         self.waiting = (dict(vertex_parallelism), taskmanagers)
-        self._request_when_registered()
+        try:
+            self._request_when_registered()
+        except Exception:
+            self.waiting = None  # failed here, the rescale is not followed: it must not be PUT later either
+            raise
 
     def advance(self) -> CompletedRescale | None:
         """Moves the rescale on (see the class docstring); the completed rescale, once, when it finishes."""
@@ -239,8 +272,14 @@ class VertexExecution:
             completed = self.rescaler.finished(self.requested)
             if completed is not None:
                 self.requested = None
-        if self.idle() and self.keep_taskmanagers is not None and self.pool.shrink_to(self.keep_taskmanagers):
-            self.keep_taskmanagers = None
+        if self.idle() and self.keep_taskmanagers is not None:
+            try:
+                if self.pool.shrink_to(self.keep_taskmanagers):
+                    self.keep_taskmanagers = None
+            except Exception as error:  # the rescale finished all the same; the release is tried again
+                self.log.warning(
+                    "taskmanagers-release-failed", error=f"{type(error).__name__}: {error}"[:300]
+                )
         return completed
 
     def idle(self) -> bool:

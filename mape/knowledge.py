@@ -18,6 +18,7 @@ import contextlib
 import errno
 import fcntl
 import json
+import math
 import os
 import shutil
 import sqlite3
@@ -136,7 +137,8 @@ class Knowledge:
         return self.iteration > 0 or bool(self.capacity.observed) or bool(self.dag.seeds)
 
     def remember_rescales(self, completed: tuple[CompletedRescale, ...]) -> None:
-        self.rescales.extend(completed)
+        """Keeps the measured ones (a per-vertex rescale whose timestamps Flink did not give has NaN)."""
+        self.rescales.extend(r for r in completed if math.isfinite(r.downtime_s))
 
     def record_rescale(self, time_s: float, target_scaleout: int) -> None:
         """An executed rescale: when (the stabilization, the budget) and to which scale-out."""

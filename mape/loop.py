@@ -263,7 +263,7 @@ class MapeLoop:
             else None,
             recoveries_observed=[r.to_dict() for r in result.recoveries] or None,
             rescales_completed=[
-                {**asdict(r), "downtime_s": round(r.downtime_s, 3)}
+                {**asdict(r), "finished_s": _finite(r.finished_s), "downtime_s": _finite(r.downtime_s, 3)}
                 for r in (result.observation.completed_rescales if result.observation else ())
             ]
             or None,
@@ -378,4 +378,11 @@ def _describe(error: BaseException) -> str:
 
 
 def _round(value: float) -> float | None:
-    return round(value, 1) if math.isfinite(value) else None
+    return _finite(value, 1)
+
+
+def _finite(value: float, digits: int | None = None) -> float | None:
+    """JSON's null for NaN (what was not measured), else the value, rounded to `digits`."""
+    if not math.isfinite(value):
+        return None
+    return value if digits is None else round(value, digits)

@@ -82,6 +82,8 @@ class VertexKnowledge:
         return cls(DowntimeModel(prior_s, prior_s, window))
 
     def learn_rescale(self, downtime_s: float, grew: bool) -> None:
+        if not math.isfinite(downtime_s):
+            return  # not measured (see VertexRescaler.finished)
         self.downtime.observe("out" if grew else "in", downtime_s)
         self.rescales_learned += 1
 

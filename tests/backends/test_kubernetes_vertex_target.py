@@ -206,3 +206,22 @@ def test_a_flinkdeployment_gets_the_overrides_for_the_operator_to_rescale_in_pla
     flink.restart_at({A: 1, B: 3}, after_put_s=4.0)  # the operator's in-place rescale has landed
     assert target.execution.advance().downtime_s == pytest.approx(4.0, abs=0.5)
     flink.server.close()
+
+
+def test_a_failing_patch_of_the_flinkdeployment_is_retried_like_the_job_level_one(kube):
+    custom = client.CustomObjectsApi(kube.api())
+    custom.create_namespaced_custom_object(
+        "flink.apache.org", "v1beta1", NS, "flinkdeployments",
+        {"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment",
+         "metadata": {"name": "chain", "namespace": NS},
+         "spec": {"flinkVersion": "v2_3", "job": {"jarURI": "local:///job.jar", "parallelism": 1}}},
+    )  # fmt: skip
+    flink = FakeJobManager({A: 1, B: 1}, {})
+    resource = FlinkDeploymentScale(kube.api(), NS, "chain", "spec.job.parallelism", 5.0)
+    kube.fail("PATCH", "/flinkdeployments/chain", 503)
+    KubernetesVertexTarget(resource, flink.rest, 2, 0.001).scale_vertices({A: 1, B: 3}, 3, now_s=0.0)
+    stored = custom.get_namespaced_custom_object(
+        "flink.apache.org", "v1beta1", NS, "flinkdeployments", "chain"
+    )
+    assert stored["spec"]["flinkConfiguration"] == {OVERRIDES_KEY: f"{A}:1,{B}:3"}
+    flink.server.close()

@@ -98,6 +98,39 @@ def test_a_scale_down_puts_at_once_and_stops_taskmanagers_only_after_the_rescale
     assert pool.running == 1 and execution.keep_taskmanagers is None
 
 
+def test_a_finished_rescale_is_reported_even_when_releasing_the_taskmanagers_fails():
+    """The release is tried again on the next observation; the measured downtime is not lost with it."""
+
+    class FailingPool(FakePool):
+        def shrink_to(self, count: int) -> bool:
+            raise ConnectionError("/taskmanagers: 503")
+
+    rescaler, pool = FakeRescaler(), FailingPool(running=3)
+    execution = VertexExecution(rescaler, pool)
+    execution.scale_vertices({A: 1, B: 1}, taskmanagers=1)
+    rescaler.done = _completed(1)
+    assert execution.advance() == _completed(1)
+    assert execution.idle() and execution.keep_taskmanagers == 1  # released later
+
+
+def test_a_rescale_whose_start_failed_is_not_put_later():
+    """The TaskManagers' registration could not be read: the loop records the error and follows nothing,
+    so no PUT may go out behind its back on a later observation."""
+
+    class UnreadablePool(FakePool):
+        def registered(self) -> int:
+            raise ConnectionError("/taskmanagers: truncated answer")
+
+    rescaler, pool = FakeRescaler(), UnreadablePool(running=1)
+    execution = VertexExecution(rescaler, pool)
+    with pytest.raises(ConnectionError):
+        execution.scale_vertices({A: 1, B: 2}, taskmanagers=2)
+    assert execution.idle()
+    pool.registered = lambda: 2
+    execution.advance()
+    assert rescaler.requests == []
+
+
 class VertexTarget:
     def __init__(self, execution: VertexExecution) -> None:
         self.execution = execution
