@@ -111,13 +111,14 @@ class FlinkRest:
 
     def resource_requirements(self, job_id: str) -> dict[str, tuple[int, int]]:
         """Declared parallelism bounds per vertex id (lower, upper): what was asked, not what runs. Whole
-        numbers with 1 ≤ lower ≤ upper ≤ 32,768, else ValueError: the map is PUT back, and an upper bound
-        of 2.7 read as 2 would rescale a vertex the plan left alone."""
+        numbers within 1..32,768 with lower ≤ upper, or Flink's -1 (1 as a lower bound, the max parallelism
+        as an upper one), else ValueError: the map is PUT back, and an upper bound of 2.7 read as 2 would
+        rescale a vertex the plan left alone."""
         body = self._get(f"/jobs/{job_id}/resource-requirements")
         requirements = {}
         for vertex_id, bounds in body.items():
             lower, upper = bounds["parallelism"]["lowerBound"], bounds["parallelism"]["upperBound"]
-            if not (_whole(lower) and _whole(upper) and 1 <= lower <= upper <= FLINK_MAX_PARALLELISM):
+            if not (_bound(lower) and _bound(upper) and (upper == -1 or 1 <= lower <= upper)):
                 raise ValueError(f"vertex {vertex_id}: parallelism bounds {lower!r}..{upper!r}")
             requirements[str(vertex_id)] = (lower, upper)
         return requirements
@@ -217,6 +218,11 @@ def _topological(vertices: list[JobVertex], edges: list[JobEdge]) -> JobGraph:
 
 def _whole(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _bound(value: object) -> bool:
+    """A declared parallelism bound: 1..32,768, or -1 (Flink's 'unset')."""
+    return _whole(value) and (value == -1 or 1 <= value <= FLINK_MAX_PARALLELISM)
 
 
 def _vertex(answer: dict) -> JobVertex:

@@ -41,6 +41,7 @@ from backends.vertex_rescale import (
     RequestedRescale,
     VertexExecution,
     VertexRescaler,
+    expected_parallelism,
 )
 from config.backends import KubernetesConfig
 from messages.types import CompletedRescale
@@ -467,7 +468,7 @@ class OperatorRescaler:
         job_id, requirements, changed = self.rescaler.declared(targets)
         if not changed:
             return None
-        parallelism = {vertex_id: upper for vertex_id, (_, upper) in requirements.items()}
+        parallelism = expected_parallelism(requirements)
         overrides = ",".join(f"{v}:{p}" for v, p in sorted(parallelism.items()))
         requested_s = self.rescaler.clock()
         self.retry(

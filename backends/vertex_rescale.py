@@ -76,9 +76,15 @@ def new_requirements(
     return requirements, changed
 
 
+def expected_parallelism(requirements: Mapping[str, Bounds]) -> dict[str, int]:
+    """The parallelism each vertex runs at once the requirements apply: its upper bound (a vertex whose
+    upper bound is Flink's -1 runs at what its slots allow: not waited for)."""
+    return {vertex_id: upper for vertex_id, (_, upper) in requirements.items() if upper != -1}
+
+
 @dataclass(frozen=True)
 class RequestedRescale:
-    """A PUT Flink accepted: the job, every vertex's parallelism to wait for, and when it was sent."""
+    """A PUT Flink accepted: the job, the vertices' parallelism to wait for, and when it was sent."""
 
     job_id: str
     vertex_parallelism: dict[str, int]
@@ -141,7 +147,7 @@ class VertexRescaler:
             raise RescaleRequestFailed(
                 f"Flink answered HTTP {response.status_code}: {_first_error(response)}"
             )
-        parallelism = {vertex_id: upper for vertex_id, (_, upper) in requirements.items()}
+        parallelism = expected_parallelism(requirements)
         self.log.info(
             "vertex-rescale-requested",
             job_id=job_id,
@@ -157,7 +163,7 @@ class VertexRescaler:
         or lies ahead of our clock."""
         try:
             running = self.rest.running_vertex_parallelism(rescale.job_id)
-            if running != rescale.vertex_parallelism:
+            if running is None or any(running.get(v) != p for v, p in rescale.vertex_parallelism.items()):
                 return None
             restarted_s = self.rest.last_subtask_running_s(rescale.job_id, list(running))
         except BAD_ANSWER:

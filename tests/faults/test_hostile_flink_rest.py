@@ -119,6 +119,19 @@ def test_requirements_that_are_not_whole_bounds_fail_the_request_before_any_put(
     flink.server.close()
 
 
+def test_flinks_unset_bound_is_put_back_as_declared():
+    """-1 is Flink's own: 1 as a lower bound, the max parallelism as an upper one (per-vertex.md)."""
+    declared = {A: {"parallelism": {"lowerBound": 1, "upperBound": 1}}}
+    declared[B] = {"parallelism": {"lowerBound": -1, "upperBound": -1}}
+    flink = Answers({f"/jobs/{JOB}/resource-requirements": declared})
+    requested = VertexRescaler(flink.rest).request({A: 2})
+    assert requested is not None and requested.vertex_parallelism == {A: 2}  # B is not waited for
+    put = json.loads(next(r["body"] for r in flink.server.requests if r.get("method") == "PUT"))
+    assert put[B] == {"parallelism": {"lowerBound": -1, "upperBound": -1}}
+    assert put[A] == {"parallelism": {"lowerBound": 1, "upperBound": 2}}
+    flink.server.close()
+
+
 @pytest.mark.parametrize(
     ("put", "error", "says"),
     [
