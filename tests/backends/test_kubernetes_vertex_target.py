@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 
 import pytest
 from kubernetes import client
@@ -180,7 +181,8 @@ def test_a_standby_replica_leaves_the_cluster_alone(kube):
     flink.server.close()
 
 
-def test_a_flinkdeployment_gets_the_overrides_for_the_operator_to_rescale_in_place(kube):
+def _flinkdeployment(kube: KubeEmulator) -> tuple[FlinkDeploymentScale, Callable[[], dict]]:
+    """A FlinkDeployment `chain` on the adaptive scheduler, and a reader of its flinkConfiguration."""
     custom = client.CustomObjectsApi(kube.api())
     custom.create_namespaced_custom_object(
         "flink.apache.org", "v1beta1", NS, "flinkdeployments",
@@ -189,15 +191,19 @@ def test_a_flinkdeployment_gets_the_overrides_for_the_operator_to_rescale_in_pla
          "spec": {"flinkVersion": "v2_3", "flinkConfiguration": {"jobmanager.scheduler": "adaptive"},
                   "job": {"jarURI": "local:///job.jar", "parallelism": 1}}},
     )  # fmt: skip
-    flink = FakeJobManager({A: 1, B: 1}, {})
     resource = FlinkDeploymentScale(kube.api(), NS, "chain", "spec.job.parallelism", 5.0)
+    return resource, lambda: custom.get_namespaced_custom_object(
+        "flink.apache.org", "v1beta1", NS, "flinkdeployments", "chain"
+    )["spec"]["flinkConfiguration"]
+
+
+def test_a_flinkdeployment_gets_the_overrides_for_the_operator_to_rescale_in_place(kube):
+    resource, configuration = _flinkdeployment(kube)
+    flink = FakeJobManager({A: 1, B: 1}, {})
     target = KubernetesVertexTarget(resource, flink.rest, 2, 0.001)
     flink.put_at_s = time.time()
     target.scale_vertices({A: 1, B: 3}, 3, now_s=0.0)
-    stored = custom.get_namespaced_custom_object(
-        "flink.apache.org", "v1beta1", NS, "flinkdeployments", "chain"
-    )
-    assert stored["spec"]["flinkConfiguration"] == {
+    assert configuration() == {
         "jobmanager.scheduler": "adaptive",
         OVERRIDES_KEY: f"{A}:1,{B}:3",
     }
@@ -209,19 +215,9 @@ def test_a_flinkdeployment_gets_the_overrides_for_the_operator_to_rescale_in_pla
 
 
 def test_a_failing_patch_of_the_flinkdeployment_is_retried_like_the_job_level_one(kube):
-    custom = client.CustomObjectsApi(kube.api())
-    custom.create_namespaced_custom_object(
-        "flink.apache.org", "v1beta1", NS, "flinkdeployments",
-        {"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment",
-         "metadata": {"name": "chain", "namespace": NS},
-         "spec": {"flinkVersion": "v2_3", "job": {"jarURI": "local:///job.jar", "parallelism": 1}}},
-    )  # fmt: skip
+    resource, configuration = _flinkdeployment(kube)
     flink = FakeJobManager({A: 1, B: 1}, {})
-    resource = FlinkDeploymentScale(kube.api(), NS, "chain", "spec.job.parallelism", 5.0)
     kube.fail("PATCH", "/flinkdeployments/chain", 503)
     KubernetesVertexTarget(resource, flink.rest, 2, 0.001).scale_vertices({A: 1, B: 3}, 3, now_s=0.0)
-    stored = custom.get_namespaced_custom_object(
-        "flink.apache.org", "v1beta1", NS, "flinkdeployments", "chain"
-    )
-    assert stored["spec"]["flinkConfiguration"] == {OVERRIDES_KEY: f"{A}:1,{B}:3"}
+    assert configuration()[OVERRIDES_KEY] == f"{A}:1,{B}:3"
     flink.server.close()
