@@ -32,6 +32,7 @@ from typing import Any, Protocol
 import structlog
 from kubernetes import client
 from kubernetes import config as kube_config
+from kubernetes.client.exceptions import ApiException
 from kubernetes.config.incluster_config import InClusterConfigLoader
 
 from backends.bounded_http import BoundedPoolManager
@@ -44,6 +45,7 @@ from backends.vertex_rescale import (
     expected_parallelism,
 )
 from config.backends import KubernetesConfig
+from config.schema import FLINK_MAX_PARALLELISM
 from messages.types import CompletedRescale
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -73,6 +75,7 @@ def api_client(
             client_configuration=configuration,
             persist_config=False,
         )
+    configuration.retries = 0  # urllib3 would retry each call 3 times unseen; `with_retries` retries, logged
     api = client.ApiClient(configuration)
     api.rest_client.pool_manager = BoundedPoolManager(api.rest_client.pool_manager)
     return api
@@ -134,21 +137,25 @@ class DeploymentScale:
             {"op": "add", "path": f"{path}/args", "value": [*args, *flags]},
             {"op": "add", "path": f"{path}/resources", "value": resources},
         ]
-        self.apps.patch_namespaced_deployment(
-            self.name, self.namespace, patch, _content_type=JSON_PATCH, _request_timeout=self.timeout_s
+        _applied(
+            self.apps.patch_namespaced_deployment(
+                self.name, self.namespace, patch, _content_type=JSON_PATCH, **_write_options(self.timeout_s)
+            )
         )
 
     def set_scaleout(self, scaleout: int) -> None:
-        self.apps.patch_namespaced_deployment_scale(
-            self.name,
-            self.namespace,
-            {"spec": {"replicas": scaleout}},
-            _content_type=MERGE_PATCH,
-            _request_timeout=self.timeout_s,
+        _applied(
+            self.apps.patch_namespaced_deployment_scale(
+                self.name,
+                self.namespace,
+                {"spec": {"replicas": scaleout}},
+                _content_type=MERGE_PATCH,
+                **_write_options(self.timeout_s),
+            )
         )
 
     def desired(self) -> int | None:
-        return self._read().spec.replicas
+        return _scaleout(self._read().spec.replicas)
 
     def ready(self, scaleout: int) -> bool:
         """Pods of the wanted spec are all ready, and no extra pod is still terminating."""
@@ -181,45 +188,40 @@ class FlinkDeploymentScale:
 
     def set_configuration(self, scaleout: int, managed_mb: float, process_mb: float) -> None:
         """Scale-out, TaskManager memory and managed memory in one merge patch of the spec."""
-        patch: dict[str, Any] = scaleout
-        for key in reversed(self.path):
-            patch = {key: patch}
         memory = {
             "spec": {
                 "taskManager": {"resource": {"memory": _mebibytes(process_mb)}},
                 "flinkConfiguration": {MANAGED_KEY: _mebibytes(managed_mb)},
             }
         }
-        self.custom.patch_namespaced_custom_object(
-            FLINK_GROUP,
-            FLINK_VERSION,
-            self.namespace,
-            FLINK_PLURAL,
-            self.name,
-            _merged(memory, patch),
-            _content_type=MERGE_PATCH,
-            _request_timeout=self.timeout_s,
-        )
+        self.merge_patch(_merged(memory, self._scaleout_patch(scaleout)))
         self.expected_managed = _mebibytes(managed_mb)
 
     def set_scaleout(self, scaleout: int) -> None:
-        patch: dict[str, Any] = scaleout
-        for key in reversed(self.path):
-            patch = {key: patch}
-        self.custom.patch_namespaced_custom_object(
-            FLINK_GROUP,
-            FLINK_VERSION,
-            self.namespace,
-            FLINK_PLURAL,
-            self.name,
-            patch,
-            _content_type=MERGE_PATCH,
-            _request_timeout=self.timeout_s,
+        self.merge_patch(self._scaleout_patch(scaleout))
+
+    def merge_patch(self, patch: dict[str, Any]) -> None:
+        _applied(
+            self.custom.patch_namespaced_custom_object(
+                FLINK_GROUP,
+                FLINK_VERSION,
+                self.namespace,
+                FLINK_PLURAL,
+                self.name,
+                patch,
+                _content_type=MERGE_PATCH,
+                **_write_options(self.timeout_s),
+            )
         )
 
+    def _scaleout_patch(self, scaleout: int) -> dict[str, Any]:
+        patch: Any = scaleout
+        for key in reversed(self.path):
+            patch = {key: patch}
+        return patch
+
     def desired(self) -> int | None:
-        value = _walk(self._read(), self.path)
-        return int(value) if isinstance(value, int | float) else None
+        return _scaleout(_walk(self._read(), self.path))
 
     def ready(self, scaleout: int) -> bool:
         """The operator reconciled the new spec and the job runs (its lifecycle is stable or deployed)."""
@@ -285,14 +287,8 @@ class KubernetesTarget:
 
     def reconfigure(self, scaleout: int, managed_mb: float, now_s: float) -> None:
         """Scale-out and managed memory per slot at once; every TaskManager restarts."""
-        self._check_leader()
         process_mb = self.process_base_mb + managed_mb
-        with_retries(
-            lambda: self.resource.set_configuration(scaleout, managed_mb, process_mb),
-            self.retries,
-            self.backoff_s,
-            self._retrying,
-        )
+        self._as_leader(lambda: self.resource.set_configuration(scaleout, managed_mb, process_mb))
         self.log.info(
             "kubernetes-reconfigured",
             resource=self.resource.description,
@@ -306,6 +302,16 @@ class KubernetesTarget:
         if self.leadership is not None and not self.leadership.is_leader():
             raise NotLeader(f"not the leader: {self.resource.description} left as it is")
 
+    def _as_leader(self, change: Callable[[], Any]) -> Any:
+        """`change()` with retries, leadership checked before every attempt: a lease lost while retrying
+        (each attempt may take its request timeout) stops the next write, not only the first."""
+
+        def attempt() -> Any:
+            self._check_leader()
+            return change()
+
+        return with_retries(attempt, self.retries, self.backoff_s, self._retrying)
+
     def _retrying(self, attempt: int, error: BaseException, delay_s: float) -> None:
         self.log.warning(
             "kubernetes-retry",
@@ -316,10 +322,7 @@ class KubernetesTarget:
         )
 
     def scale_to(self, scaleout: int, now_s: float) -> None:
-        self._check_leader()
-        with_retries(
-            lambda: self.resource.set_scaleout(scaleout), self.retries, self.backoff_s, self._retrying
-        )
+        self._as_leader(lambda: self.resource.set_scaleout(scaleout))
         self.log.info(
             "kubernetes-scaled", resource=self.resource.description, scaleout=scaleout, time_s=now_s
         )
@@ -339,6 +342,30 @@ def make_resource(api: client.ApiClient, settings: KubernetesConfig) -> ScaledRe
     return FlinkDeploymentScale(
         api, settings.namespace, settings.name, settings.parallelism_path, settings.request_timeout_s
     )
+
+
+def _write_options(timeout_s: float) -> dict[str, Any]:
+    """A write's client options: its timeout, and the answer left unparsed (`_applied` judges its status)."""
+    return {"_request_timeout": timeout_s, "_preload_content": False}
+
+
+def _applied(response: Any) -> None:
+    """A write whose status is 2xx was applied, whatever its body: parsed, a garbage body of a 200 raised
+    after the scale had changed, and the loop decided again on a restarting job. Other statuses raise the
+    client's ApiException, which the retry layer classifies."""
+    status = getattr(response, "status", None)
+    if not (isinstance(status, int) and 200 <= status < 300):
+        raise ApiException(status=status, reason=getattr(response, "reason", None))
+
+
+def _scaleout(value: object) -> int | None:
+    """A scale-out read from the cluster: a whole number 0..32,768 (a float that is one counts); None for
+    anything else (`true`, -4, 2.7, 1e300 were adopted as rescales found at start-up)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= FLINK_MAX_PARALLELISM:
+        return None
+    return value
 
 
 def _mebibytes(size_mb: float) -> str:
@@ -472,16 +499,7 @@ class OperatorRescaler:
         overrides = ",".join(f"{v}:{p}" for v, p in sorted(parallelism.items()))
         requested_s = self.rescaler.clock()
         self.retry(
-            lambda: self.resource.custom.patch_namespaced_custom_object(
-                FLINK_GROUP,
-                FLINK_VERSION,
-                self.resource.namespace,
-                FLINK_PLURAL,
-                self.resource.name,
-                {"spec": {"flinkConfiguration": {OVERRIDES_KEY: overrides}}},
-                _content_type=MERGE_PATCH,
-                _request_timeout=self.resource.timeout_s,
-            )
+            lambda: self.resource.merge_patch({"spec": {"flinkConfiguration": {OVERRIDES_KEY: overrides}}})
         )
         return RequestedRescale(job_id, parallelism, requested_s, tuple(changed))
 
@@ -519,7 +537,7 @@ class KubernetesVertexTarget(KubernetesTarget):
     ) -> None:
         super().__init__(resource, retries, backoff_s, leadership, log)
         rescaler = VertexRescaler(rest, log=self.log)
-        retry = lambda call: with_retries(call, self.retries, self.backoff_s, self._retrying)  # noqa: E731
+        retry = self._as_leader
         if isinstance(resource, FlinkDeploymentScale):
             self.execution = VertexExecution(
                 OperatorRescaler(resource, rescaler, retry), NativeTaskManagers(), self.log

@@ -22,6 +22,9 @@ import structlog
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+ABSENT = ("", "no Lease", None)
+"""The record of a Lease that does not exist (deleted while held, or never created)."""
+
 
 def default_identity() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
@@ -58,6 +61,7 @@ class LeaseElector:
         self._renewed_at = -math.inf
         self._observed: tuple | None = None
         self._observed_at = -math.inf
+        self._last_holder: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -101,16 +105,21 @@ class LeaseElector:
         except ApiException as error:
             if error.status != 404:
                 raise
+            if self._unchanged_for_s(ABSENT, self._monotonic()) < self._waits_s(self.lease_duration_s):
+                return False
             self._create(now_wall)
             self._won(now)
             return True
         spec = lease.spec or client.V1LeaseSpec()
         record = (spec.holder_identity, str(spec.renew_time), spec.lease_transitions)
-        if record != self._observed:
-            self._observed, self._observed_at = record, now
-        duration = spec.lease_duration_seconds or self.lease_duration_s
+        unchanged_s = self._unchanged_for_s(record, self._monotonic())
+        if spec.holder_identity:
+            self._last_holder = spec.holder_identity
+        duration = spec.lease_duration_seconds
+        if isinstance(duration, bool) or not isinstance(duration, int) or duration <= 0:
+            duration = self.lease_duration_s  # a duration of -5 s handed the Lease over at once
         held_by_other = bool(spec.holder_identity) and spec.holder_identity != self.identity
-        if held_by_other and now - self._observed_at < duration:
+        if held_by_other and unchanged_s < duration:
             return False
         ours = spec.holder_identity == self.identity
         body = {
@@ -136,6 +145,18 @@ class LeaseElector:
         )
         self._won(now)
         return True
+
+    def _unchanged_for_s(self, record: tuple, read_at: float) -> float:
+        """How long `record` has been what the Lease reads. A change is dated when its read returned, not
+        when it was sent: a renewal landing while a slow read was on its way must not look older."""
+        if record != self._observed:
+            self._observed, self._observed_at = record, read_at
+        return read_at - self._observed_at
+
+    def _waits_s(self, duration_s: float) -> float:
+        """How long a missing Lease must stay missing before this replica creates it: at once when it never
+        saw another holder (a first start), else a lease duration (the holder may not have noticed yet)."""
+        return duration_s if self._last_holder not in (None, self.identity) else 0.0
 
     def _create(self, now_wall: float) -> None:
         self.coordination.create_namespaced_lease(
@@ -177,14 +198,29 @@ class LeaseElector:
         with self._lock:
             if release and self.is_leader():
                 try:
-                    self.coordination.patch_namespaced_lease(
-                        self.name,
-                        self.namespace,
-                        {"spec": {"holderIdentity": "", "leaseDurationSeconds": 1}},
-                        _content_type="application/merge-patch+json",
-                        _request_timeout=self.request_timeout_s,
-                    )
-                    self.log.info("leader-released", lease=self.name, identity=self.identity)
+                    self._release()
                 except Exception as error:
                     self.log.warning("lease-release-failed", error=f"{type(error).__name__}: {error}")
             self._leader = False
+
+    def _release(self) -> None:
+        """Empty the holder of a Lease this replica still holds, conditional on the version read: another
+        replica's Lease (taken over meanwhile, or created after a deletion) is left alone."""
+        lease = self.coordination.read_namespaced_lease(
+            self.name, self.namespace, _request_timeout=self.request_timeout_s
+        )
+        if lease.spec is None or lease.spec.holder_identity != self.identity:
+            self.log.info("lease-not-ours", lease=self.name, holder=lease.spec and lease.spec.holder_identity)
+            return
+        version = lease.metadata.resource_version if lease.metadata else None
+        self.coordination.patch_namespaced_lease(
+            self.name,
+            self.namespace,
+            {
+                "metadata": {"resourceVersion": version} if version else {},
+                "spec": {"holderIdentity": "", "leaseDurationSeconds": 1},
+            },
+            _content_type="application/merge-patch+json",
+            _request_timeout=self.request_timeout_s,
+        )
+        self.log.info("leader-released", lease=self.name, identity=self.identity)

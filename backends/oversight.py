@@ -92,7 +92,9 @@ class Oversight:
 
     def _autoscalers(self) -> list:
         try:
-            return self.autoscaling.list_namespaced_horizontal_pod_autoscaler(self.namespace).items
+            return self.autoscaling.list_namespaced_horizontal_pod_autoscaler(
+                self.namespace, _request_timeout=self.settings.request_timeout_s
+            ).items
         except client.ApiException as error:
             if error.status == 404:  # none was ever created (an API server without autoscaling/v2 objects)
                 return []
@@ -100,10 +102,17 @@ class Oversight:
 
     def _read(self) -> dict:
         if self.kind == "Deployment":
-            deployment = self.apps.read_namespaced_deployment(self.name, self.namespace)
+            deployment = self.apps.read_namespaced_deployment(
+                self.name, self.namespace, _request_timeout=self.settings.request_timeout_s
+            )
             return self.apps.api_client.sanitize_for_serialization(deployment)
         return self.custom.get_namespaced_custom_object(
-            FLINK_GROUP, FLINK_VERSION, self.namespace, FLINK_PLURAL, self.name
+            FLINK_GROUP,
+            FLINK_VERSION,
+            self.namespace,
+            FLINK_PLURAL,
+            self.name,
+            _request_timeout=self.settings.request_timeout_s,
         )
 
     # ---- events -----------------------------------------------------------------------------------
@@ -132,7 +141,9 @@ class Oversight:
             count=1,
         )
         try:
-            self.core.create_namespaced_event(self.namespace, body)
+            self.core.create_namespaced_event(
+                self.namespace, body, _request_timeout=self.settings.request_timeout_s
+            )
         except Exception as error:
             self.log.warning("event-failed", reason=reason, error=f"{type(error).__name__}: {error}")
 

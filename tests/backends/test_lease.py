@@ -107,3 +107,62 @@ def test_a_stopping_leader_hands_the_lease_back_so_the_standby_takes_over_at_onc
     assert not a.is_leader()
     assert b.try_acquire_or_renew()
     assert _lease(kube).spec.holder_identity == "b"
+
+
+def test_a_renewal_seen_by_a_slow_read_is_dated_when_the_read_returned():
+    """b's read leaves at 1004, a renews at 1008, the read returns at 1009: dated 1004, b took over at
+    1019.5 while a still led until 1023. A fake API (the timing of one read cannot be staged on kmock)."""
+    clock = Clock(1000.0)
+    renewal = {"at": 1000.0}
+
+    class Coordination:
+        def read_namespaced_lease(self, name, namespace, _request_timeout=None):
+            if clock.now == 1004.0:
+                clock.now, renewal["at"] = 1009.0, 1008.0  # a renews while this read is on its way
+            spec = client.V1LeaseSpec(holder_identity="a", lease_duration_seconds=15, lease_transitions=0)
+            spec.renew_time = renewal["at"]
+            return client.V1Lease(metadata=client.V1ObjectMeta(resource_version="1"), spec=spec)
+
+        def patch_namespaced_lease(self, *args, **kwargs):
+            return None
+
+    b = LeaseElector(client.ApiClient(), NS, "l", "b", 15, 5, wall=lambda: 1.8e9 + clock.now, monotonic=clock)
+    b.coordination = Coordination()
+    assert not b.try_acquire_or_renew()  # 1000: a holds it
+    clock.now = 1004.0
+    assert not b.try_acquire_or_renew()  # returns at 1009 with a's renewal of 1008
+    clock.now = 1019.5
+    assert not b.try_acquire_or_renew(), "a's renewal is 10.5 s old by b's clock, not 15.5"
+    clock.now = 1024.5
+    assert b.try_acquire_or_renew()
+
+
+def test_a_lease_deleted_under_its_holder_is_recreated_after_a_lease_duration_and_kept(kube):
+    """b re-created it at once while a still led; a, stopping, then blanked b's Lease for a third."""
+    a_clock, b_clock = Clock(), Clock(5000.0)
+    a, b = _replica(kube, "a", a_clock), _replica(kube, "b", b_clock)
+    a.try_acquire_or_renew()
+    assert not b.try_acquire_or_renew()
+    client.CoordinationV1Api(kube.api()).delete_namespaced_lease("foresail-leader", NS)
+    assert not b.try_acquire_or_renew() and a.is_leader()  # a does not know yet: b must not lead now
+    b_clock.now += 16
+    assert b.try_acquire_or_renew() and _lease(kube).spec.holder_identity == "b"
+    a.stop(release=True)  # a still believes it leads (its lease duration has not run out)
+    assert _lease(kube).spec.holder_identity == "b"
+
+
+@pytest.mark.parametrize("duration", [-5, 0])
+def test_a_lease_duration_that_is_no_duration_gives_no_instant_takeover(kube, duration):
+    client.CoordinationV1Api(kube.api()).create_namespaced_lease(
+        NS,
+        {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+         "metadata": {"name": "foresail-leader", "namespace": NS},
+         "spec": {"holderIdentity": "x", "leaseDurationSeconds": duration, "leaseTransitions": 0}},
+    )  # fmt: skip
+    clock = Clock()
+    b = _replica(kube, "b", clock)
+    assert not b.try_acquire_or_renew()
+    clock.now += 2
+    assert not b.try_acquire_or_renew(), "the configured 15 s stand in for a duration of -5 or 0"
+    clock.now += 14
+    assert b.try_acquire_or_renew()

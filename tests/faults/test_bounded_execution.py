@@ -21,9 +21,17 @@ from pathlib import Path
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from backends.kubernetes import DeploymentScale, KubernetesTarget
+from backends.kubernetes import (
+    DeploymentScale,
+    FlinkDeploymentScale,
+    KubernetesTarget,
+    NotLeader,
+    api_client,
+)
 from backends.localflink import LocalFlinkCluster, LocalFlinkTarget, TaskManagersFailed
+from backends.oversight import Oversight
 from backends.retry import Interrupted, RetriesExhausted, stop_waiting, with_retries
+from config.backends import KubernetesConfig
 from config.schema import Config
 from daemon.build import knowledge_settings, make_loop
 from mape.knowledge import KnowledgeStore
@@ -220,6 +228,103 @@ def test_an_api_server_that_never_answers_times_out_each_try_and_gives_up(fault)
     assert returned and isinstance(error, RetriesExhausted), error
     assert "ReadTimeoutError" in str(error) or "timed out" in str(error).lower()
     assert len(server.accepted) == 3  # first try + 2 retries, each given up after its timeout
+
+
+def _kubeconfig(path: Path, url: str) -> KubernetesConfig:
+    """Settings whose kubeconfig points at the API server at `url`."""
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: s\n"
+        f"clusters: [{{name: s, cluster: {{server: '{url}'}}}}]\n"
+        "users: [{name: s, user: {token: t}}]\ncontexts: [{name: s, context: {cluster: s, user: s}}]\n"
+    )
+    return KubernetesConfig(kubeconfig=str(path), namespace="flink", name="tm", request_timeout_s=0.3)
+
+
+def test_the_daemons_client_tries_a_read_once_per_attempt(tmp_path, fault):
+    """urllib3 retried each GET 3 times unseen: one call took 4 x its timeout, longer than a lease."""
+    server = _Silent()
+    try:
+        settings = _kubeconfig(tmp_path / "kubeconfig", server.url)
+        error, returned = _run_bounded(DeploymentScale(api_client(settings), "flink", "tm", 0.3).desired)
+    finally:
+        server.close()
+    fault("kubernetes", "bounded" if returned and error is not None else "unbounded")
+    assert returned and error is not None
+    assert len(server.accepted) == 1
+
+
+def test_oversight_of_an_api_server_that_never_answers_is_bounded(tmp_path, fault):
+    """Its reads and Events had no timeout and run on the loop's thread every iteration."""
+    server = _Silent()
+    try:
+        settings = _kubeconfig(tmp_path / "kubeconfig", server.url)
+        oversight = Oversight(api_client(settings), settings)
+        error, returned = _run_bounded(lambda: (oversight.blocked(), oversight.event("Test", "x")), 20.0)
+    finally:
+        server.close()
+    fault("kubernetes", "bounded" if returned and error is None else "unbounded")
+    assert returned and error is None
+
+
+def test_a_lease_lost_while_retrying_stops_the_next_write(kube, fault):
+    kube.fail("PATCH", "/scale", 503, 503, 503)
+    leading = iter([True])  # the first attempt leads; the lease is lost before the retry
+
+    class Lease:
+        def is_leader(self) -> bool:
+            return next(leading, False)
+
+    resource = DeploymentScale(kube.api(), "flink", "tm", 5.0)
+    target = KubernetesTarget(resource, retries=3, backoff_s=0.01, leadership=Lease())
+    error, returned = _run_bounded(lambda: target.scale_to(4, now_s=0.0))
+    patches = len(kube.requests("PATCH", "/scale"))
+    fault("kubernetes", "held" if isinstance(error, NotLeader) and patches == 1 else "lost")
+    assert returned and isinstance(error, NotLeader) and patches == 1
+
+
+@pytest.mark.parametrize("body", [b"not json", b"[1, 2]", b'{"spec": {"replicas": "x"'])
+def test_a_scale_answered_2xx_with_a_body_that_does_not_parse_was_applied(tmp_path, body, fault):
+    """The body was parsed, raised after the scale had changed, and the loop took the rescale for failed."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Garbled(BaseHTTPRequestHandler):
+        def do_PATCH(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Garbled)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        settings = _kubeconfig(tmp_path / "kubeconfig", f"http://127.0.0.1:{server.server_address[1]}")
+        target = KubernetesTarget(DeploymentScale(api_client(settings), "flink", "tm", 2.0), 2, 0.01)
+        error, returned = _run_bounded(lambda: target.scale_to(4, now_s=0.0))
+    finally:
+        server.shutdown()
+    fault("kubernetes", "held" if returned and error is None else "lost")
+    assert returned and error is None, error
+
+
+@pytest.mark.parametrize("parallelism", [True, -4, 2.7, 1e300, "4"])
+def test_a_scaleout_that_is_no_whole_number_is_not_adopted(kube, parallelism, fault):
+    """Each was adopted at start-up as a rescale in progress, holding the loop for the readiness timeout."""
+    from kubernetes import client
+
+    client.CustomObjectsApi(kube.api()).create_namespaced_custom_object(
+        "flink.apache.org", "v1beta1", "flink", "flinkdeployments",
+        {"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment",
+         "metadata": {"name": "job", "namespace": "flink"}, "spec": {"job": {"parallelism": parallelism}}},
+    )  # fmt: skip
+    desired = FlinkDeploymentScale(kube.api(), "flink", "job", "spec.job.parallelism", 5.0).desired()
+    fault("kubernetes", "held" if desired is None else "scaled-on-bad-data")
+    assert desired is None
 
 
 def test_a_retry_waiting_out_its_back_off_stops_at_once_on_sigterm(fault):
