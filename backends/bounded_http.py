@@ -12,6 +12,7 @@ counts as transient. A server that drips its headers is still bounded only per r
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import requests
@@ -27,38 +28,24 @@ class BoundedSession(requests.Session):
     """A session whose requests read their body within `ANSWER_DEADLINE_READS` × the read timeout."""
 
     def request(self, method: str, url: str, *args, **kwargs) -> requests.Response:  # type: ignore[override]
-        timeout = kwargs.get("timeout")
-        read_s = timeout[1] if isinstance(timeout, tuple) else timeout
+        read_s = _seconds(kwargs.get("timeout"))
         if read_s is None:
             return super().request(method, url, *args, **kwargs)
-        deadline = time.monotonic() + ANSWER_DEADLINE_READS * float(read_s)
         response = super().request(method, url, *args, **{**kwargs, "stream": True})
-        body = bytearray()
         try:
-            while chunk := response.raw.read1(64 * 1024, decode_content=True):  # what has arrived, not 64 KB
-                body += chunk
-                if time.monotonic() > deadline:
-                    raise requests.Timeout(
-                        f"{url}: the answer took over {ANSWER_DEADLINE_READS * float(read_s):g} s"
-                    )
-                if len(body) > MAX_ANSWER_BYTES:
-                    raise requests.ConnectionError(f"{url}: the answer exceeds {MAX_ANSWER_BYTES} bytes")
+            body = _read_whole(
+                lambda size: response.raw.read1(size, decode_content=True),
+                url,
+                ANSWER_DEADLINE_READS * read_s,
+                too_slow=requests.Timeout,
+                too_large=requests.ConnectionError,
+            )
         except urllib3.exceptions.HTTPError as error:  # what `requests` would have wrapped reading it
             raise _as_requests_error(error, url) from error
         finally:
             response.close()
-        response._content = bytes(body)  # what `response.content` would have read, read under the deadline
+        response._content = body  # what `response.content` would have read, read under the deadline
         return response
-
-
-def _as_requests_error(error: urllib3.exceptions.HTTPError, url: str) -> requests.RequestException:
-    """A body read's urllib3 error (cut short, stalled, badly encoded) as the `requests` error callers catch."""
-    text = f"{url}: {type(error).__name__} reading the answer"
-    if isinstance(error, urllib3.exceptions.TimeoutError):
-        return requests.Timeout(text)
-    if isinstance(error, urllib3.exceptions.DecodeError):
-        return requests.exceptions.ContentDecodingError(text)
-    return requests.ConnectionError(text)
 
 
 class BoundedPoolManager:
@@ -74,31 +61,59 @@ class BoundedPoolManager:
         read_s = _seconds(kwargs.get("timeout"))
         if read_s is None:
             return response
-        limit_s = ANSWER_DEADLINE_READS * read_s
-        deadline = time.monotonic() + limit_s
-        body = bytearray()
         try:
-            while chunk := response.read1(64 * 1024):
-                body += chunk
-                if time.monotonic() > deadline:
-                    raise urllib3.exceptions.TimeoutError(f"{url}: the answer took over {limit_s:g} s")
-                if len(body) > MAX_ANSWER_BYTES:
-                    raise urllib3.exceptions.ProtocolError(
-                        f"{url}: the answer exceeds {MAX_ANSWER_BYTES} bytes"
-                    )
+            body = _read_whole(
+                response.read1,
+                url,
+                ANSWER_DEADLINE_READS * read_s,
+                too_slow=urllib3.exceptions.TimeoutError,
+                too_large=urllib3.exceptions.ProtocolError,
+            )
         except BaseException:
             response.release_conn()
             raise
-        response._body = bytes(body)  # what `response.data` would have read, read under the deadline
+        response._body = body  # what `response.data` would have read, read under the deadline
         return response
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
 
+def _read_whole(
+    read1: Callable[[int], bytes],
+    url: str,
+    limit_s: float,
+    too_slow: type[Exception],
+    too_large: type[Exception],
+) -> bytes:
+    """The answer's body, chunk by chunk as it arrives (`read1`: what has arrived, not a full chunk),
+    raising `too_slow` past `limit_s` and `too_large` past `MAX_ANSWER_BYTES`."""
+    deadline = time.monotonic() + limit_s
+    body = bytearray()
+    while chunk := read1(64 * 1024):
+        body += chunk
+        if time.monotonic() > deadline:
+            raise too_slow(f"{url}: the answer took over {limit_s:g} s")
+        if len(body) > MAX_ANSWER_BYTES:
+            raise too_large(f"{url}: the answer exceeds {MAX_ANSWER_BYTES} bytes")
+    return bytes(body)
+
+
+def _as_requests_error(error: urllib3.exceptions.HTTPError, url: str) -> requests.RequestException:
+    """A body read's urllib3 error (cut short, stalled, badly encoded) as the `requests` error callers catch."""
+    text = f"{url}: {type(error).__name__} reading the answer"
+    if isinstance(error, urllib3.exceptions.TimeoutError):
+        return requests.Timeout(text)
+    if isinstance(error, urllib3.exceptions.DecodeError):
+        return requests.exceptions.ContentDecodingError(text)
+    return requests.ConnectionError(text)
+
+
 def _seconds(timeout: object) -> float | None:
-    """The request's timeout in seconds: a number, or urllib3's Timeout(total=…) the Kubernetes client makes
-    of one; None when the request has none."""
+    """The request's read timeout in seconds: a number, the read part of `requests`' (connect, read) pair,
+    or urllib3's Timeout(total=…) the Kubernetes client makes of a number; None when it has none."""
+    if isinstance(timeout, tuple):
+        timeout = timeout[1]
     if isinstance(timeout, urllib3.Timeout):
         timeout = timeout.total
     return float(timeout) if isinstance(timeout, int | float) else None

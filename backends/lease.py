@@ -105,14 +105,14 @@ class LeaseElector:
         except ApiException as error:
             if error.status != 404:
                 raise
-            if self._unchanged_for_s(ABSENT, self._monotonic()) < self._waits_s(self.lease_duration_s):
+            if self._unchanged_for_s(ABSENT) < self._absent_wait_s():
                 return False
             self._create(now_wall)
             self._won(now)
             return True
         spec = lease.spec or client.V1LeaseSpec()
         record = (spec.holder_identity, str(spec.renew_time), spec.lease_transitions)
-        unchanged_s = self._unchanged_for_s(record, self._monotonic())
+        unchanged_s = self._unchanged_for_s(record)
         if spec.holder_identity:
             self._last_holder = spec.holder_identity
         duration = spec.lease_duration_seconds
@@ -146,17 +146,18 @@ class LeaseElector:
         self._won(now)
         return True
 
-    def _unchanged_for_s(self, record: tuple, read_at: float) -> float:
-        """How long `record` has been what the Lease reads. A change is dated when its read returned, not
-        when it was sent: a renewal landing while a slow read was on its way must not look older."""
+    def _unchanged_for_s(self, record: tuple) -> float:
+        """How long `record` has been what the Lease reads. A change is dated when its read returned (now),
+        not when it was sent: a renewal landing while a slow read was on its way must not look older."""
+        read_at = self._monotonic()
         if record != self._observed:
             self._observed, self._observed_at = record, read_at
         return read_at - self._observed_at
 
-    def _waits_s(self, duration_s: float) -> float:
+    def _absent_wait_s(self) -> float:
         """How long a missing Lease must stay missing before this replica creates it: at once when it never
         saw another holder (a first start), else a lease duration (the holder may not have noticed yet)."""
-        return duration_s if self._last_holder not in (None, self.identity) else 0.0
+        return self.lease_duration_s if self._last_holder not in (None, self.identity) else 0.0
 
     def _create(self, now_wall: float) -> None:
         self.coordination.create_namespaced_lease(

@@ -8,7 +8,8 @@ from __future__ import annotations
 import ssl
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -63,6 +64,37 @@ class FakeServer:
         self.release.set()
         self.server.shutdown()
         self.server.server_close()
+
+
+@contextmanager
+def raw_server(answer: Callable[[BaseHTTPRequestHandler], None]) -> Iterator[str]:
+    """The URL of a server on 127.0.0.1 whose every request (GET, PUT, PATCH) `answer` writes by hand:
+    headers that promise more than comes, a body cut short or dripping, a status with any body."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            answer(self)
+
+        do_PUT = do_PATCH = do_GET
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+def send_headers(handler: BaseHTTPRequestHandler, content_length: int) -> None:
+    """A 200 JSON answer's status and headers, announcing `content_length` bytes (what follows may differ)."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(content_length))
+    handler.end_headers()
 
 
 def self_signed_cert(directory: Path) -> tuple[Path, Path]:

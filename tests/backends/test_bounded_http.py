@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 import requests
@@ -16,34 +16,25 @@ from backends.flinkrest import FlinkRest
 from backends.kubernetes import DeploymentScale, api_client
 from backends.prometheus import PrometheusClient
 from config.backends import KubernetesConfig, PrometheusConfig
+from tests.backends.fake_http import raw_server, send_headers
 
 
 @pytest.fixture
 def dripping_url():
-    class Drip(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", "1000000")
-            self.end_headers()
-            try:
-                while not stopped.is_set():
-                    self.wfile.write(b" ")  # whitespace: valid JSON, if it ever ended
-                    self.wfile.flush()
-                    stopped.wait(0.05)  # the server's pace, well inside each read's timeout
-            except OSError:  # the client gave up
-                pass
-
-        def log_message(self, *args: object) -> None:
+    def drip(handler: BaseHTTPRequestHandler) -> None:
+        send_headers(handler, 1000000)
+        try:
+            while not stopped.is_set():
+                handler.wfile.write(b" ")  # whitespace: valid JSON, if it ever ended
+                handler.wfile.flush()
+                stopped.wait(0.05)  # the server's pace, well inside each read's timeout
+        except OSError:  # the client gave up
             pass
 
     stopped = threading.Event()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Drip)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    stopped.set()
-    server.shutdown()
+    with raw_server(drip) as url:
+        yield url
+        stopped.set()
 
 
 def _within(seconds: float, call) -> object:

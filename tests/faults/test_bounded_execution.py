@@ -35,6 +35,7 @@ from config.backends import KubernetesConfig
 from config.schema import Config
 from daemon.build import knowledge_settings, make_loop
 from mape.knowledge import KnowledgeStore
+from tests.backends.fake_http import raw_server, send_headers
 from tests.backends.kube_emulator import KubeEmulator
 from tests.faults.test_plausibility import _observation, _Source
 
@@ -285,29 +286,16 @@ def test_a_lease_lost_while_retrying_stops_the_next_write(kube, fault):
 @pytest.mark.parametrize("body", [b"not json", b"[1, 2]", b'{"spec": {"replicas": "x"'])
 def test_a_scale_answered_2xx_with_a_body_that_does_not_parse_was_applied(tmp_path, body, fault):
     """The body was parsed, raised after the scale had changed, and the loop took the rescale for failed."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    class Garbled(BaseHTTPRequestHandler):
-        def do_PATCH(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def garbled(handler) -> None:
+        handler.rfile.read(int(handler.headers.get("Content-Length") or 0))
+        send_headers(handler, len(body))
+        handler.wfile.write(body)
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Garbled)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        settings = _kubeconfig(tmp_path / "kubeconfig", f"http://127.0.0.1:{server.server_address[1]}")
+    with raw_server(garbled) as url:
+        settings = _kubeconfig(tmp_path / "kubeconfig", url)
         target = KubernetesTarget(DeploymentScale(api_client(settings), "flink", "tm", 2.0), 2, 0.01)
         error, returned = _run_bounded(lambda: target.scale_to(4, now_s=0.0))
-    finally:
-        server.shutdown()
     fault("kubernetes", "held" if returned and error is None else "lost")
     assert returned and error is None, error
 

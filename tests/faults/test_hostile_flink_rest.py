@@ -9,10 +9,9 @@ import json
 import math
 import re
 import socket
-import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -21,7 +20,7 @@ from backends.vertex_rescale import RequestedRescale, RescaleRejected, RescaleRe
 from mape.knowledge import Knowledge
 from mape.vertex_knowledge import VertexKnowledge
 from messages.types import CompletedRescale
-from tests.backends.fake_http import FakeServer
+from tests.backends.fake_http import FakeServer, raw_server, send_headers
 
 JOB, A, B = "f" * 32, "a" * 32, "b" * 32
 OVERVIEW = {"jobs": [{"jid": JOB, "state": "RUNNING", "start-time": 1}]}
@@ -63,24 +62,14 @@ class Answers:
 def cut_short_url():
     """Every answer promises 1,000 bytes, sends 20 and closes the connection."""
 
-    class Cut(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", "1000")
-            self.end_headers()
-            self.wfile.write(b'{"jobs": [{"jid": "x')
-            self.wfile.flush()
-            self.connection.shutdown(socket.SHUT_RDWR)
+    def cut(handler: BaseHTTPRequestHandler) -> None:
+        send_headers(handler, 1000)
+        handler.wfile.write(b'{"jobs": [{"jid": "x')
+        handler.wfile.flush()
+        handler.connection.shutdown(socket.SHUT_RDWR)
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Cut)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    with raw_server(cut) as url:
+        yield url
 
 
 def test_answers_cut_short_are_the_errors_each_caller_already_turns_into_a_line(cut_short_url, fault):
