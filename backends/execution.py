@@ -25,6 +25,7 @@ from typing import Protocol
 import numpy as np
 import structlog
 
+from backends.retry import described
 from backends.vertex_rescale import VertexExecution
 from mape.interfaces import MetricsSource, ScalingTarget
 from messages.types import CompletedRescale, Observation
@@ -107,7 +108,7 @@ class RescaleFollower:
             resource_ready = self.target.ready(pending.scaleout)
         except Exception as error:
             resource_ready = False
-            self.log.warning("rescale-readiness-unknown", error=f"{type(error).__name__}: {error}")
+            self.log.warning("rescale-readiness-unknown", error=described(error))
         memory_done = (
             pending.managed_mb is None
             or observed_managed_mb is None
@@ -132,11 +133,9 @@ class RescaleFollower:
             completed = execution.advance()
         except Exception as error:  # a refused PUT leaves nothing to follow; an unreachable API, a retry
             completed = None
-            self.log.warning("vertex-rescale-step-failed", error=f"{type(error).__name__}: {error}")
+            self.log.warning("vertex-rescale-step-failed", error=described(error))
             if pending is not None and execution.idle():
-                self._finish(
-                    "failed", now_s - pending.since_s, pending, error=f"{type(error).__name__}: {error}"
-                )
+                self._finish("failed", now_s - pending.since_s, pending, error=described(error))
                 return None
         if pending is None:
             return None
@@ -161,7 +160,7 @@ class RescaleFollower:
         try:
             desired = self.target.desired()
         except Exception as error:
-            self.log.warning("rescale-adopt-failed", error=f"{type(error).__name__}: {error}")
+            self.log.warning("rescale-adopt-failed", error=described(error))
             self._adopted = False  # ask again next time
             return
         if desired is not None and desired != observed_parallelism:

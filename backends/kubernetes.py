@@ -536,7 +536,7 @@ class KubernetesVertexTarget(KubernetesTarget):
         log: structlog.typing.FilteringBoundLogger | None = None,
     ) -> None:
         super().__init__(resource, retries, backoff_s, leadership, log)
-        rescaler = VertexRescaler(rest, log=self.log)
+        rescaler = VertexRescaler(rest, log=self.log, may_write=self._check_leader)
         retry = self._as_leader
         if isinstance(resource, FlinkDeploymentScale):
             self.execution = VertexExecution(

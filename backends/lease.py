@@ -22,6 +22,8 @@ import structlog
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from backends.retry import described
+
 ABSENT = ("", "no Lease", None)
 """The record of a Lease that does not exist (deleted while held, or never created)."""
 
@@ -84,7 +86,7 @@ class LeaseElector:
                     self.log.warning("lease-error", lease=self.name, status=error.status, reason=error.reason)
                     leader = was_leader
             except Exception as error:  # the API server is unreachable: likewise
-                self.log.warning("lease-error", lease=self.name, error=f"{type(error).__name__}: {error}")
+                self.log.warning("lease-error", lease=self.name, error=described(error))
                 leader = was_leader
             if not leader:
                 self._leader = False
@@ -201,7 +203,7 @@ class LeaseElector:
                 try:
                     self._release()
                 except Exception as error:
-                    self.log.warning("lease-release-failed", error=f"{type(error).__name__}: {error}")
+                    self.log.warning("lease-release-failed", error=described(error))
             self._leader = False
 
     def _release(self) -> None:

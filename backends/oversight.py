@@ -23,6 +23,7 @@ import structlog
 from kubernetes import client
 
 from backends.kubernetes import FLINK_GROUP, FLINK_PLURAL, FLINK_VERSION
+from backends.retry import described
 from config.backends import KubernetesConfig
 
 PAUSE_ANNOTATION = "foresail.io/paused"
@@ -56,7 +57,7 @@ class Oversight:
         try:
             reason = self._why_blocked()
         except Exception as error:
-            self.log.warning("oversight-read-failed", error=f"{type(error).__name__}: {error}")
+            self.log.warning("oversight-read-failed", error=described(error))
             return self._last_block
         if reason != self._last_block:  # one Event per change, not one per loop
             if reason is not None:
@@ -145,7 +146,7 @@ class Oversight:
                 self.namespace, body, _request_timeout=self.settings.request_timeout_s
             )
         except Exception as error:
-            self.log.warning("event-failed", reason=reason, error=f"{type(error).__name__}: {error}")
+            self.log.warning("event-failed", reason=reason, error=described(error))
 
     def iteration(self, decision: object | None, executed: bool, errors: dict[str, str]) -> None:
         """The Events of one iteration: the change it made (with its rule), or why a change failed."""

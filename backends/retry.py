@@ -92,3 +92,10 @@ def _short(error: BaseException) -> str:
     if status is not None:
         return f"{status} {getattr(error, 'reason', '') or ''}".strip()
     return str(error).splitlines()[0] if str(error) else ""
+
+
+def described(error: BaseException, limit: int = 300) -> str:
+    """`Type: first line of the message`, at most `limit` characters: one log line, whatever the library
+    packed into its message (pydantic and the Kubernetes client's exceptions run over many lines)."""
+    text = f"{type(error).__name__}: {_short(error)}"
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -31,6 +31,7 @@ import requests
 import structlog
 
 from backends.flinkrest import BAD_ANSWER, FlinkRest
+from backends.retry import described
 from messages.types import CompletedRescale
 
 Bounds = tuple[int, int]
@@ -100,10 +101,14 @@ class VertexRescaler:
         rest: FlinkRest,
         clock: Callable[[], float] = time.time,
         log: structlog.typing.FilteringBoundLogger | None = None,
+        may_write: Callable[[], None] = lambda: None,
     ) -> None:
         self.rest = rest
         self.clock = clock
         self.log = log or structlog.get_logger("foresail.target")
+        self.may_write = may_write
+        """Raises when the PUT must not go out (a replica that lost leadership since the decision: the PUT
+        of a scale-up waits for TaskManagers and goes out loops later, from `VertexExecution.advance`)."""
 
     def declared(self, targets: Mapping[str, int]) -> tuple[str, dict[str, Bounds], list[str]]:
         """The live job, the complete map to PUT for `targets` and the vertices it changes."""
@@ -124,6 +129,7 @@ class VertexRescaler:
         job_id, requirements, changed = self.declared(targets)
         if not changed:
             return None
+        self.may_write()
         requested_s = self.clock()
         try:
             response = self.rest.put_resource_requirements(job_id, requirements)
@@ -283,9 +289,7 @@ class VertexExecution:
                 if self.pool.shrink_to(self.keep_taskmanagers):
                     self.keep_taskmanagers = None
             except Exception as error:  # the rescale finished all the same; the release is tried again
-                self.log.warning(
-                    "taskmanagers-release-failed", error=f"{type(error).__name__}: {error}"[:300]
-                )
+                self.log.warning("taskmanagers-release-failed", error=described(error))
         return completed
 
     def idle(self) -> bool:

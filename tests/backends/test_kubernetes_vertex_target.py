@@ -181,6 +181,30 @@ def test_a_standby_replica_leaves_the_cluster_alone(kube):
     flink.server.close()
 
 
+def test_a_leader_that_loses_the_lease_while_a_taskmanager_starts_does_not_put_later(kube):
+    """A scale-up's PUT goes out loops after the decision, once the TaskManager registers: leadership is
+    asked again then, not only when the replicas were raised."""
+    kube.create_deployment(NS, NAME, replicas=1)
+    flink = FakeJobManager({A: 1}, {"10.0.0.1:6122-aaaaaa": 1})
+
+    class Lease:
+        held = True
+
+        def is_leader(self) -> bool:
+            return self.held
+
+    lease = Lease()
+    target = _deployment_target(kube, flink, lease)
+    target.scale_vertices({A: 2}, 2, now_s=0.0)
+    assert kube.replicas(NS, NAME) == 2 and flink.puts() == []
+    lease.held = False
+    flink.taskmanagers["flink-taskmanager-1"] = 0
+    with pytest.raises(NotLeader):
+        target.execution.advance()
+    assert flink.puts() == [] and target.execution.idle()
+    flink.server.close()
+
+
 def _flinkdeployment(kube: KubeEmulator) -> tuple[FlinkDeploymentScale, Callable[[], dict]]:
     """A FlinkDeployment `chain` on the adaptive scheduler, and a reader of its flinkConfiguration."""
     custom = client.CustomObjectsApi(kube.api())

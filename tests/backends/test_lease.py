@@ -166,3 +166,28 @@ def test_a_lease_duration_that_is_no_duration_gives_no_instant_takeover(kube, du
     assert not b.try_acquire_or_renew(), "the configured 15 s stand in for a duration of -5 or 0"
     clock.now += 14
     assert b.try_acquire_or_renew()
+
+
+def test_an_error_with_a_many_line_message_is_logged_on_one_line():
+    """The Kubernetes client's and pydantic's exceptions carry many lines; the log keeps the first."""
+    logged = []
+
+    class Log:
+        def warning(self, event, **fields):
+            logged.append((event, fields))
+
+        info = warning
+
+    class Coordination:
+        def read_namespaced_lease(self, name, namespace, _request_timeout=None):
+            raise ValueError(
+                "2 validation errors for V1Lease\nspec.renewTime\n  invalid datetime" + "x" * 500
+            )
+
+    clock = Clock()
+    b = LeaseElector(client.ApiClient(), NS, "l", "b", 15, 5, wall=lambda: 1.8e9, monotonic=clock, log=Log())
+    b.coordination = Coordination()
+    assert not b.try_acquire_or_renew()
+    [(event, fields)] = logged
+    assert event == "lease-error"
+    assert fields["error"] == "ValueError: 2 validation errors for V1Lease"
