@@ -20,6 +20,8 @@ import math
 
 import numpy as np
 
+from messages.types import MAX_RATE_RPS
+
 
 def bucket_means(
     timestamps_s: np.ndarray, rates_rps: np.ndarray, resolution_s: float
@@ -96,7 +98,8 @@ class BucketGrid:
         rates_rps = np.asarray(rates_rps, dtype=float).ravel()
         if timestamps_s.shape != rates_rps.shape:
             raise ValueError("timestamps_s and rates_rps differ in length")
-        valid = np.isfinite(timestamps_s) & np.isfinite(rates_rps) & (rates_rps >= 0)
+        # a rate above MAX_RATE_RPS is damage, not load: at 1.8e308 the model's sums overflow to inf
+        valid = np.isfinite(timestamps_s) & (rates_rps >= 0) & (rates_rps <= MAX_RATE_RPS)
         timestamps_s, rates_rps = timestamps_s[valid], rates_rps[valid]
         if timestamps_s.size == 0:
             return 0

@@ -49,6 +49,9 @@ SEASON_CHECK_ITERATIONS = 10
 """While the running model has no season but may get one, the history is searched again this often."""
 REJECTED_TOLERANCE = 0.1
 """A period within this share of one the running model's fit rejected is the same one: no refit for it."""
+REJECTED_RETRY_S = 3600.0
+"""A registry version refused is tried again after this long (loop time), or at once when its content
+changes: a version still being copied in, or an unreadable file share, fails only for a while."""
 
 
 def _emit(level: str, event: str, **fields: Any) -> None:
@@ -65,6 +68,10 @@ class ModelSource(Protocol):
     def newest_version(self) -> str | None:
         """The newest version's name; called on the loop's thread, so it must be cheap."""
 
+    def fingerprint(self, version: str) -> str:
+        """What tells that version's content apart (a version number is reused once its version is
+        deleted); cheap, never raises."""
+
     def prepare(self, version: str, values: np.ndarray, times_s: np.ndarray, max_buckets: int) -> FittedModel:
         """Load that version and join it to the retained buckets; runs on the executor."""
 
@@ -77,6 +84,7 @@ class _PendingFit:
     end_bucket: int  # the fit saw the buckets before this one
     epoch: int
     version: str | None = None  # the registry version a "registry" fit installs
+    fingerprint: str = ""  # and its content's fingerprint
 
 
 class WorkloadForecaster:
@@ -116,7 +124,10 @@ class WorkloadForecaster:
         self._setback = ""  # why the last fit or model was lost, for the reason of fallback forecasts
         self._model_source = model_source
         self._model_version: str | None = None  # the registry version last swapped in
-        self._rejected_version: str | None = None  # a version that failed to load: not retried
+        self._model_fingerprint = ""
+        self._rejected: tuple[str, str, float] | None = None
+        """The registry version last refused (version, fingerprint, when): not retried before
+        REJECTED_RETRY_S unless its content changes."""
         self._next_poll_s = -np.inf
         self._peak_errors = PeakErrors(settings.horizon_steps, quantile=settings.upper_quantile)
 
@@ -240,8 +251,9 @@ class WorkloadForecaster:
         future_s = grid.centres_s(grid.end, grid.end + steps)
         try:
             future = predict(self._model, future_s)
-        except Exception as exc:
+        except Exception as exc:  # counted as a poor forecast: a model that stays unable is refitted
             _emit("warning", "forecast_predict_failed", error=repr(exc))
+            self._poor_streak += 1
             return None, f"arima predict failed: {exc!r}"
         # Anchor on the last final bucket so the first seconds join the observed level.
         anchor_s = grid.centres_s(grid.end - 1, grid.end)
@@ -263,7 +275,7 @@ class WorkloadForecaster:
         if self._model is not None:
             _emit("warning", "forecast_model_dropped", reason=why)
         self._model, self._setback = None, why
-        self._model_version = None  # the registry's model may be installed again
+        self._model_version, self._model_fingerprint = None, ""  # the registry's may be installed again
         self._last_model_forecast = None
         self._poor_streak = 0
 
@@ -360,7 +372,7 @@ class WorkloadForecaster:
             model = pending.future.result()
         except Exception as exc:
             if pending.version is not None:  # a damaged or unsuitable registry model: keep what runs
-                self._rejected_version = pending.version
+                self._rejected = (pending.version, pending.fingerprint, now_s)
                 _emit("error", "forecast_registry_model_rejected", version=pending.version, error=repr(exc))
                 return False
             _emit("error", "forecast_fit_failed", kind=pending.kind, error=repr(exc))
@@ -369,10 +381,21 @@ class WorkloadForecaster:
         if pending.epoch != self._grid.epoch:
             _emit("warning", "forecast_fit_discarded", kind=pending.kind, reason="history restarted since")
             return False
-        self._model, self._fed_until = model, pending.end_bucket
+        try:  # fed the buckets that arrived while it was fitting, it must forecast before it replaces anything
+            model = self._caught_up(model, pending.end_bucket)
+        except Exception as exc:
+            _emit(
+                "error", "forecast_model_refused", kind=pending.kind, version=pending.version, error=repr(exc)
+            )
+            if pending.version is not None:
+                self._rejected = (pending.version, pending.fingerprint, now_s)
+            else:
+                self._back_off(f"{pending.kind} fit unusable: {exc!r}")
+            return False
+        self._model, self._fed_until = model, self._grid.end
         self._poor_streak, self._last_model_forecast, self._retrain_wanted = 0, None, False
         if pending.version is not None:
-            self._model_version = pending.version
+            self._model_version, self._model_fingerprint = pending.version, pending.fingerprint
         _emit(
             "info",
             "forecast_model_swapped",
@@ -381,8 +404,23 @@ class WorkloadForecaster:
             now_s=now_s,
             version=pending.version,
         )
-        self._feed_model()  # the buckets that arrived while it was fitting
-        return self._model is not None
+        return True
+
+    def _caught_up(self, model: FittedModel, fed_until: int) -> FittedModel:
+        """`model` fed the buckets from `fed_until` on; raises unless it then forecasts the horizon in
+        finite values (a registry version with a NaN level, or a fit gone wrong, would otherwise replace a
+        working model and fail at every iteration after)."""
+        grid = self._grid
+        if fed_until < grid.first:
+            raise ValueError("the fit fell behind the retained history")
+        if grid.end > fed_until:
+            values, _ = grid.since(grid.first)
+            times_s = grid.centres_s(grid.first, grid.end)
+            model = advance(model, values, times_s, grid.end - fed_until, self._max_buckets)
+        predict(
+            model, grid.centres_s(grid.end, grid.end + self.settings.buckets(self.settings.horizon_s) + 1)
+        )
+        return model
 
     def _submit_registry_model(self, now_s: float) -> bool:
         """Every poll interval, install a newer registry version in the background (True: swapped in at once).
@@ -402,10 +440,18 @@ class WorkloadForecaster:
         self._next_poll_s = now_s + source.poll_interval_s
         try:
             version = source.newest_version()
+            fingerprint = "" if version is None else source.fingerprint(version)
         except Exception as exc:
             _emit("warning", "forecast_registry_unreadable", error=repr(exc))
             return False
-        if version is None or version in (self._model_version, self._rejected_version):
+        if version is None or (version, fingerprint) == (self._model_version, self._model_fingerprint):
+            return False
+        rejected = self._rejected
+        if (
+            rejected is not None
+            and rejected[:2] == (version, fingerprint)
+            and now_s - rejected[2] < REJECTED_RETRY_S
+        ):
             return False
         grid = self._grid
         values, times_s = grid.values.copy(), grid.centres_s(grid.first, grid.end)
@@ -414,7 +460,7 @@ class WorkloadForecaster:
         except Exception as exc:
             _emit("error", "forecast_fit_not_submitted", kind="registry", error=repr(exc))
             return False
-        self._pending = _PendingFit(future, "registry", now_s, grid.end, grid.epoch, version)
+        self._pending = _PendingFit(future, "registry", now_s, grid.end, grid.epoch, version, fingerprint)
         _emit("info", "forecast_registry_model_found", version=version, now_s=now_s)
         return self._take_finished_fit(now_s)
 
@@ -473,7 +519,8 @@ class WorkloadForecaster:
             "poor_streak": self._poor_streak,
             "setback": self._setback,
             "model_version": self._model_version,
-            "rejected_version": self._rejected_version,
+            "model_fingerprint": self._model_fingerprint,
+            "rejected": None if self._rejected is None else list(self._rejected),
             "last_model_forecast": None
             if self._last_model_forecast is None
             else self._last_model_forecast.to_dict(),
@@ -495,7 +542,15 @@ class WorkloadForecaster:
             raise ValueError(f"unknown forecaster state version {state.get('version')!r}")
         forecaster = cls(settings, executor=executor, fit=fit, model_source=model_source)
         forecaster._grid.load_state(state["grid"])
-        forecaster._model = None if state["model"] is None else pickle.loads(state["model"])
+        try:  # a model pickled by another version of a library may no longer load: refit, keep the rest
+            model = None if state["model"] is None else pickle.loads(state["model"])
+            if model is not None and not isinstance(model, FittedModel):
+                raise TypeError(f"a {type(model).__name__}, not a model")
+        except Exception as exc:
+            _emit("warning", "forecast_model_not_restored", error=repr(exc)[:300])
+            model, state = None, {**state, "next_fit_iteration": state["iteration"], "fit_in_flight": False}
+            state["setback"] = f"the saved model did not load: {exc!r}"[:300]
+        forecaster._model = model
         forecaster._fed_until = int(state["fed_until"])
         forecaster._iteration = int(state["iteration"])
         forecaster._next_fit_iteration = int(state["next_fit_iteration"])
@@ -504,8 +559,12 @@ class WorkloadForecaster:
             forecaster._retrain_wanted = forecaster._model is not None
         forecaster._poor_streak = int(state["poor_streak"])
         forecaster._setback = str(state["setback"])
-        forecaster._model_version = state.get("model_version")
-        forecaster._rejected_version = state.get("rejected_version")
+        if forecaster._model is not None:
+            forecaster._model_version = state.get("model_version")
+            forecaster._model_fingerprint = str(state.get("model_fingerprint") or "")
+        rejected = state.get("rejected")
+        if rejected is not None:
+            forecaster._rejected = (str(rejected[0]), str(rejected[1]), float(rejected[2]))
         forecaster._peak_errors.load_state(state.get("peak_errors", {}))
         for name in ("last_model_forecast", "last_forecast"):
             if state[name] is not None:

@@ -152,6 +152,16 @@ class RegistrySource:
         entry = self.registry.newest(self.job)
         return entry.name if entry else None
 
+    def fingerprint(self, version: str) -> str:
+        """The artifact's SHA-256 from the version's metadata ("" when unreadable): a number is reused
+        when its version was deleted, and a version still being copied in reads differently later."""
+        try:
+            match = _VERSION.match(version)
+            entry = RegistryEntry(self.job, int(match.group(1)), self.registry.job_dir(self.job) / version)
+            return str(entry.metadata()["artifact"]["sha256"])
+        except Exception:
+            return ""
+
     def load(self, version: str) -> FittedModel:
         """That version's model; ValueError when it is damaged or made for another resolution."""
         match = _VERSION.match(version)

@@ -110,14 +110,39 @@ def test_a_failing_update_drops_the_model_and_the_loop_carries_on():
     assert len(fit.calls) == 2
 
 
-def test_a_failing_predict_falls_back_for_that_iteration_and_keeps_the_model():
-    fit = RecordingFit(make=lambda y, call: PredictFails(y))
+def test_a_fit_that_cannot_forecast_is_refused_and_fitted_again_after_the_back_off():
+    fit = RecordingFit(make=lambda y, call: PredictFails(y) if call == 1 else PersistenceModel(y))
     driver = Driver(WorkloadForecaster(SETTINGS, executor=InlineExecutor(), fit=fit), flat(900.0))
-    forecasts = [driver.step() for _ in range(8)]
-    assert forecasts[-1].model == "linear"
-    assert forecasts[-1].reason == "arima predict failed: ValueError('bad exog')"
-    assert len(fit.calls) == 1
-    assert len(fit.models[0].received) == 8 * 6  # still updated every iteration
+    with capture_logs() as logs:
+        forecasts = [driver.step() for _ in range(25)]
+    refused_at = next(i for i, f in enumerate(forecasts) if "unusable" in f.reason)
+    assert forecasts[refused_at].model == "linear"
+    assert forecasts[refused_at].reason.startswith("no model (first fit unusable: ValueError('bad exog'))")
+    assert any(e["event"] == "forecast_model_refused" for e in logs)
+    assert forecasts[refused_at + 15].reason == "new model swapped in" and len(fit.calls) == 2
+
+
+class PredictFailsLater(PersistenceModel):
+    """Forecasts twice (the check before it is swapped in, one iteration), then fails every time (a state
+    gone NaN)."""
+
+    predictions = 0
+
+    def predict(self, n_periods, X=None):
+        self.predictions += 1
+        if self.predictions > 2:
+            raise ValueError("bad state")
+        return super().predict(n_periods, X)
+
+
+def test_a_model_that_stops_forecasting_counts_as_poor_and_is_refitted():
+    fit = RecordingFit(make=lambda y, call: PredictFailsLater(y) if call == 1 else PersistenceModel(y))
+    driver = Driver(WorkloadForecaster(SETTINGS, executor=InlineExecutor(), fit=fit), flat(900.0))
+    forecasts = [driver.step() for _ in range(40)]
+    failing = [f for f in forecasts if f.reason.startswith("arima predict failed")]
+    assert failing and all(f.model == "linear" for f in failing)
+    assert [f.poor_streak for f in failing[:3]] == [1, 2, 3]
+    assert len(fit.calls) == 2 and forecasts[-1].model == "persistencemodel"
 
 
 def test_a_fit_past_its_timeout_is_abandoned_and_its_late_result_ignored():

@@ -63,10 +63,10 @@ def test_while_a_bucket_is_open_the_latest_value_for_a_timestamp_wins():
     assert g.values.tolist() == [200.0]
 
 
-def test_nan_and_negative_rates_are_ignored_and_do_not_overwrite():
+def test_nan_negative_and_implausible_rates_are_ignored_and_do_not_overwrite():
     g = grid()
     g.add(np.array([0.0, 5.0]), np.array([100.0, 200.0]))
-    g.add(np.array([5.0, 6.0, 7.0]), np.array([np.nan, -1.0, np.inf]))
+    g.add(np.array([5.0, 6.0, 7.0, 8.0]), np.array([np.nan, -1.0, np.inf, 1.79e308]))
     g.add(np.array([np.nan, 10.0]), np.array([5.0, 0.0]))
     assert g.values.tolist() == [150.0]
 

@@ -71,3 +71,19 @@ def test_an_unknown_state_version_is_refused():
     state = WorkloadForecaster(SETTINGS, executor=InlineExecutor()).state_dict()
     with pytest.raises(ValueError, match="state version 99"):
         WorkloadForecaster.from_state({**state, "version": 99}, SETTINGS, executor=InlineExecutor())
+
+
+def test_a_saved_model_that_no_longer_unpickles_is_refitted_and_the_rest_kept():
+    """A library upgrade can rename a class a pickled model refers to: only the model is lost."""
+    original = Driver(WorkloadForecaster(SETTINGS, executor=InlineExecutor(), fit=RecordingFit()), workload)
+    original.step_until(lambda f: f.model == "persistencemodel")
+    state = original.forecaster.state_dict()
+    gone = state["model"].replace(b"PersistenceModel", b"RenamedModelXyz!")
+    fit = RecordingFit()
+    restored = Driver(
+        WorkloadForecaster.from_state({**state, "model": gone}, SETTINGS, InlineExecutor(), fit), workload
+    )
+    restored.now_s = original.now_s
+    assert restored.forecaster._iteration == original.forecaster._iteration
+    assert restored.forecaster.last_forecast.to_dict() == original.forecaster.last_forecast.to_dict()
+    assert restored.step().reason == "new model swapped in" and len(fit.calls) == 1

@@ -3,6 +3,7 @@ between iterations (never waiting for a load), keeps updating the model online, 
 
 from __future__ import annotations
 
+import shutil
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -154,3 +155,62 @@ def test_the_config_wires_the_registry_into_the_daemons_forecaster(registry, liv
     assert run(plain.forecaster, live, 4).model in ("linear", "naive")
     with pytest.raises(ConfigError, match="registry_job"):
         parse_config({"forecast": {"registry_path": str(tmp_path)}})
+
+
+def test_a_version_that_loads_but_cannot_forecast_is_refused_and_the_running_model_kept(
+    registry, live, tmp_path, trained
+):
+    """A Holt-Winters level of NaN: the model loads and takes data, but every forecast is NaN."""
+    from dataclasses import replace
+
+    from forecasting.spark.models import HoltWinters
+
+    source = CountingSource(tmp_path, "shop", 300.0, poll_interval_s=300.0)
+    forecaster = WorkloadForecaster(SETTINGS, InlineExecutor(), model_source=source)
+    run(forecaster, live, 4)
+    times, _ = live
+    nan_level = HoltWinters(
+        0.5, 0.1, 0.0, 300.0, 300.0, float("nan"), 0.0, np.zeros(1), int(times[0] // 300) - 1
+    )
+    broken = replace(trained[0].model, family="holt-winters", estimator=nan_level, profile=None)
+    registry.publish("shop", serialize(broken), trained[0].metadata)
+    forecasts = [run(forecaster, live, end, end - 1) for end in range(5, 9)]
+    assert source.prepared == ["v000001", "v000002"] and forecaster.model_version == "v000001"
+    assert all(f.model.startswith("arima(") and np.isfinite(f.rates_rps).all() for f in forecasts)
+
+
+def test_a_version_number_reused_for_new_content_is_loaded(registry, live, tmp_path, trained):
+    """A damaged v2 is refused; deleted and published again (the number is reused), it is loaded."""
+    source = CountingSource(tmp_path, "shop", 300.0, poll_interval_s=300.0)
+    forecaster = WorkloadForecaster(SETTINGS, InlineExecutor(), model_source=source)
+    run(forecaster, live, 4)
+    entry = registry.publish("shop", serialize(trained[0].model), trained[0].metadata)
+    (entry.path / "metadata.json").write_text('{"artifact": {"file": "model.pkl", "sha256": "0"}}')
+    run(forecaster, live, 5, 4)
+    assert forecaster.model_version == "v000001" and source.prepared == ["v000001", "v000002"]
+    restored = WorkloadForecaster.from_state(
+        forecaster.state_dict(), SETTINGS, InlineExecutor(), model_source=source
+    )
+    run(restored, live, 6, 5)
+    assert source.prepared == ["v000001", "v000002"]  # refused content is not loaded again at once
+    shutil.rmtree(entry.path)
+    assert registry.publish("shop", serialize(trained[0].model), trained[0].metadata).name == "v000002"
+    run(restored, live, 7, 6)
+    assert restored.model_version == "v000002" and source.prepared[-1] == "v000002"
+
+
+def test_a_version_refused_for_a_missing_artifact_is_tried_again_later(registry, live, tmp_path, trained):
+    """The artifact is still being copied in at the first poll; an hour later it is there and loaded."""
+    source = CountingSource(tmp_path, "shop", 300.0, poll_interval_s=300.0)
+    forecaster = WorkloadForecaster(SETTINGS, InlineExecutor(), model_source=source)
+    run(forecaster, live, 4)
+    entry = registry.publish("shop", serialize(trained[0].model), trained[0].metadata)
+    (entry.path / "model.pkl").rename(tmp_path / "copying")
+    run(forecaster, live, 5, 4)
+    (tmp_path / "copying").rename(entry.path / "model.pkl")
+    for end in range(6, 16):  # 50 minutes: not yet
+        run(forecaster, live, end, end - 1)
+    assert forecaster.model_version == "v000001" and source.prepared.count("v000002") == 1
+    for end in range(16, 19):
+        run(forecaster, live, end, end - 1)
+    assert forecaster.model_version == "v000002" and source.prepared.count("v000002") == 2
