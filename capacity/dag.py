@@ -74,6 +74,7 @@ import numpy as np
 from capacity.key_groups import key_group_loads, key_group_owner
 from capacity.regression import RegressionStats
 from capacity.subtask_windows import SubtaskWindow
+from config.schema import FLINK_MAX_PARALLELISM
 from messages.types import JobGraph, VertexAssessment
 
 CONTENDED_SHARE = 0.5
@@ -648,35 +649,54 @@ class DagModel:
 
     @classmethod
     def from_dict(cls, data: dict, settings: DagSettings | None = None) -> DagModel:
+        """The model `to_dict` wrote. A subtask or parallelism outside Flink's range (a damaged store) is
+        left out: a parallelism of -5 sized an array at every later analysis and held the loop for good."""
         model = cls(settings or DagSettings())
         for vertex_id, parallelism, index, stats, taskmanager, saturated in data.get("rates", []):
             key = (str(vertex_id), int(parallelism), int(index))
+            if not _subtask_of(key):
+                continue
             model.rates[key] = RegressionStats.from_dict(stats)
             model.placement[key] = taskmanager
             if saturated is not None:
                 model.saturated[key] = float(saturated)
-        model.bounds = {(str(v), int(p), int(i)) for v, p, i in data.get("bounds", [])}
+        bounds = ((str(v), int(p), int(i)) for v, p, i in data.get("bounds", []))
+        model.bounds = {key for key in bounds if _subtask_of(key)}
         for vertex_id, known in data.get("vertices", {}).items():
             loads = known.get("key_loads")
             model.vertices[vertex_id] = _VertexKnowledge(
                 str(known.get("name", "")),
-                int(known.get("max_parallelism", 128)),
+                min(max(int(known.get("max_parallelism", 128)), 1), FLINK_MAX_PARALLELISM),
                 float(known.get("records_in", 0.0)),
                 float(known.get("records_out", 0.0)),
                 None if loads is None else np.array(loads, dtype=float),
-                {int(p): np.array(v, dtype=float) for p, v in known.get("shares_seen", {}).items()},
+                {
+                    int(p): np.array(v, dtype=float)
+                    for p, v in known.get("shares_seen", {}).items()
+                    if _parallelism(int(p))
+                },
             )
         model.seed(
             VertexSeed(
                 str(name),
-                {int(p): float(r) for p, r in rates.items()},
+                {int(p): float(r) for p, r in rates.items() if _parallelism(int(p))},
                 float(ratio),
                 int(groups),
-                {int(p): tuple(map(float, v)) for p, v in shares.items()},
+                {int(p): tuple(map(float, v)) for p, v in shares.items() if _parallelism(int(p))},
             )
             for name, rates, ratio, groups, shares in data.get("seeds", [])
         )
         return model
+
+
+def _parallelism(parallelism: int) -> bool:
+    return 1 <= parallelism <= FLINK_MAX_PARALLELISM
+
+
+def _subtask_of(key: tuple[str, int, int]) -> bool:
+    """(vertex, parallelism, subtask index) names a subtask Flink can run."""
+    _, parallelism, index = key
+    return _parallelism(parallelism) and 0 <= index < parallelism
 
 
 class _Extrapolation:

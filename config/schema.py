@@ -65,7 +65,7 @@ class TwinConfig(Section):
         0.0,
         ge=0.0,
         le=10_000.0,
-        description="Virtual seconds per wall second for `foresail run` (at most 10,000); 0 = as fast as "
+        description="Virtual seconds per wall second for `foresail run` (0.001 to 10,000); 0 = as fast as "
         "possible. Above ~600 an iteration (~50 ms) outlasts the loop's wall-time interval and the scheduler "
         "skips iterations, as a real daemon's would.",
     )
@@ -100,6 +100,13 @@ class TwinConfig(Section):
         "(capacity rises with the cache / working-set ratio), 'write-heavy' (flat), 'update-heavy' "
         "(needs a minimum, then plateaus). The job starts at memory level 0.",
     )
+
+    @field_validator("speedup")
+    @classmethod
+    def _speedup_runs(cls, speedup: float) -> float:
+        if 0 < speedup < 0.001:  # a loop interval of 60 s would take over 16 hours of wall time
+            raise ValueError(f"speedup {speedup:g} must be 0 (flat out) or at least 0.001")
+        return speedup
 
     @model_validator(mode="after")
     def _request_within_limit(self) -> TwinConfig:
@@ -636,7 +643,9 @@ class KnowledgeConfig(Section):
         "foresail-knowledge.sqlite",
         description="SQLite file with the persisted knowledge (':memory:' = none).",
     )
-    decision_history: int = Field(10000, ge=1, description="Decisions kept in the store (oldest dropped).")
+    decision_history: int = Field(
+        10000, ge=1, le=100_000_000, description="Decisions kept in the store (oldest dropped)."
+    )
 
 
 class LoggingConfig(Section):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
+import threading
 from typing import TextIO
 
 import structlog
@@ -21,6 +23,7 @@ def configure_logging(
         if fmt == "json"
         else [structlog.dev.ConsoleRenderer(colors=False)]
     )
+    writer = _LineWriter(stream or sys.stdout)
     structlog.configure(
         processors=[
             _named(names or {}),
@@ -29,7 +32,7 @@ def configure_logging(
             *renderers,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(LEVELS[level]),
-        logger_factory=structlog.PrintLoggerFactory(file=stream or sys.stdout),
+        logger_factory=lambda *_: writer,
         cache_logger_on_first_use=False,
     )
 
@@ -41,3 +44,27 @@ def _named(names: dict[str, str]) -> structlog.typing.Processor:
         return event
 
     return add
+
+
+class _LineWriter:
+    """structlog's PrintLogger, except that a line that cannot be written (a full disk, a closed pipe) is
+    dropped and said once on stderr: a log line must never stop the loop."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._failing = False
+        self._lock = threading.Lock()  # the loop, the surge watch and the lease thread log at once
+
+    def msg(self, message: str) -> None:
+        try:
+            with self._lock:
+                self._stream.write(message + "\n")
+                self._stream.flush()
+            self._failing = False
+        except (OSError, ValueError) as error:  # ValueError: a closed file
+            if not self._failing:
+                self._failing = True
+                with contextlib.suppress(OSError, ValueError):
+                    print(f"foresail: log lines dropped ({type(error).__name__}: {error})", file=sys.stderr)
+
+    debug = info = warning = warn = error = critical = exception = fatal = failure = err = log = msg

@@ -175,7 +175,10 @@ class MapeLoop:
             self.store.save(knowledge, result.decision)
         except Exception as error:  # keep running; the next iteration saves again
             result.errors["persist"] = _describe(error)
-        self._audit(result, knowledge.iteration, (time.perf_counter() - started) * 1000)
+        try:  # the audit line is written after the knowledge is saved: a full disk loses the line only
+            self._audit(result, knowledge.iteration, (time.perf_counter() - started) * 1000)
+        except Exception as error:
+            result.errors["audit"] = _describe(error)
         return result
 
     def _execute(self, result: IterationResult) -> None:

@@ -196,6 +196,20 @@ def test_state_round_trip_keeps_every_rate_and_key_load():
         )
 
 
+def test_a_damaged_store_row_naming_no_subtask_is_left_out():
+    """A stored parallelism of -5 sized an array at every later analysis and held the loop for good."""
+    graph = chain(1, 3, keyed=(1,))
+    model = DagModel(DagSettings(min_points=3))
+    learn(model, graph, [series("v0", 0, 900.0, 0.3)] + [series("v1", i, 300.0 + i, 0.5) for i in range(3)])
+    data = model.to_dict()
+    good = DagModel.from_dict(data, model.settings).estimate(graph, [], 3, 4).per_scaleout_rps
+    poisoned = [row.copy() for row in data["rates"]]
+    poisoned[0][1], poisoned[1][2] = -5, 7  # a negative parallelism, a subtask index past it
+    damaged = DagModel.from_dict({**data, "rates": data["rates"] + poisoned}, model.settings)
+    assert set(damaged.rates) == set(model.rates)
+    assert damaged.estimate(graph, [], 3, 4).per_scaleout_rps == good
+
+
 def test_a_subtask_back_on_another_taskmanager_learns_its_own_line():
     graph = chain(1)
     model = DagModel()

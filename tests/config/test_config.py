@@ -57,6 +57,19 @@ def test_every_wrong_field_is_named_with_its_allowed_values(tmp_path: Path):
         parse_config({"scaling": {"min_scaleout": 5, "max_scaleout": 3}})
 
 
+@pytest.mark.parametrize(
+    ("section", "values", "expected"),
+    [
+        ("twin", {"speedup": 1e-300}, "must be 0 .flat out. or at least 0.001"),
+        ("knowledge", {"decision_history": 2**70}, "knowledge.decision_history"),
+    ],
+)
+def test_values_the_daemon_cannot_run_with_are_config_errors(section, values, expected):
+    """A speedup of 1e-300 overflowed the scheduler's interval; 2^70 decisions overflowed SQLite's integer."""
+    with pytest.raises(ConfigError, match=expected):
+        parse_config({section: values})
+
+
 def test_twin_start_must_lie_within_the_scaling_bounds():
     with pytest.raises(ConfigError, match="initial_scaleout"):
         parse_config({"twin": {"initial_scaleout": 20}})

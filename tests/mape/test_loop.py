@@ -127,6 +127,21 @@ def test_a_failing_store_does_not_stop_the_loop(tmp_path):
     assert loop.knowledge.iteration == 2
 
 
+def test_an_audit_line_that_cannot_be_written_does_not_stop_the_loop(tmp_path):
+    world, loop = _twin_loop(_config(), KnowledgeStore(tmp_path / "k.sqlite"))
+
+    class FullDisk:
+        def info(self, *args, **kwargs):
+            raise OSError(28, "No space left on device")
+
+    loop.log = FullDisk()
+    world.twin.advance_to(60.0)
+    result = loop.iterate(60.0)
+    assert result.errors["audit"].startswith("OSError") and loop.knowledge.iteration == 1
+    world.twin.advance_to(120.0)
+    assert loop.iterate(120.0).time_s == 120.0
+
+
 def test_audit_event_carries_inputs_capacities_and_reasons():
     store = KnowledgeStore(":memory:")
     world, loop = _twin_loop(_config(), store)
