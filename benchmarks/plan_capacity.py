@@ -53,7 +53,7 @@ def check_topology(name: str, args: argparse.Namespace) -> list[dict[str, object
     exploration = explore(lambda slots, memory_mb: estimate_mst(testbed, slots, memory_mb), settings)
     wall_s = time.perf_counter() - started
     exact = testbed.true_min_slots(OVERPROVISION * target, memory)  # an exact model by the 110% rule
-    census = take_census(testbed, exploration.estimates, memory, EstimatorSettings())
+    census = take_census(testbed, exploration.estimates, memory, EstimatorSettings(), testbed.max_slots)
     rows = []
     variants = [(args.skew_quantile, census), (args.skew_quantile, None), (None, None)]
     for quantile, reading in variants if census is not None else variants[1:]:

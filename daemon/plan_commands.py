@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -131,6 +132,7 @@ def _plan(args: argparse.Namespace) -> int:
     from config.load import load_config, with_overrides
     from daemon.build import knowledge_settings, memory_levels
     from daemon.plan_output import seed_knowledge, write_deployment, write_plan, write_plot
+    from mape.knowledge import StoreBusy
     from planning.estimator import EstimatorSettings
     from planning.explorer import ExplorerSettings
     from planning.flink_testbed import FlinkTestbedError
@@ -177,19 +179,28 @@ def _plan(args: argparse.Namespace) -> int:
     finally:
         getattr(testbed, "close", lambda: None)()
     extra = {"testbed": args.testbed, "topology": topology, "timings": timings}
-    paths = [
-        write_plan(plan, args.out, extra),
-        write_deployment(plan, config.memory.process_base_mb, args.out),
-        write_plot(plan, args.out),
-    ]
     store = args.knowledge or args.out / "knowledge.db"
     max_scaleout = max(config.scaling.max_scaleout, plan.slots)
-    seeded = seed_knowledge(plan, store, knowledge_settings(config), max_scaleout, memory_levels(config))
+    try:
+        paths = [
+            write_plan(plan, args.out, extra),
+            write_deployment(plan, config.memory.process_base_mb, args.out),
+            write_plot(plan, args.out),
+        ]
+        seeded = seed_knowledge(plan, store, knowledge_settings(config), max_scaleout, memory_levels(config))
+    except (OSError, StoreBusy) as error:
+        return _fail(f"the plan was made but not all written: {error}", EXIT_FAILURE)
     print(
         f"plan: {plan.slots} slots of {plan.memory_mb:g} MB ({plan.task_managers} TaskManagers) for "
         f"{args.target_rate:,.0f} records/s; predicted MST {plan.predicted_mst_rps:,.0f} "
         f"± {plan.predicted_mst_sd_rps:,.0f} ({plan.model}, {len(plan.exploration.estimates)} measurements)"
     )
+    if args.testbed == "twin" and args.key_census is not False and plan.census is None:
+        print(
+            f"key-group census not run: no keyed vertex, or more key groups than the testbed's {max_slots} "
+            "slots (the skew model bounds what the runs' key-group ranges hide)",
+            file=sys.stderr,
+        )
     for path in paths:
         print(f"wrote {path}")
     levels = f", memory levels {', '.join(map(str, seeded.levels))}" if seeded.levels else ""
@@ -213,6 +224,15 @@ def _plan_argument_problem(args: argparse.Namespace) -> str | None:
         args.out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         return f"--out {args.out}: cannot create the directory: {error.strerror or error}"
+    outputs = [args.out / name for name in OUTPUT_FILES]
+    taken = next((path for path in outputs if path.is_dir()), None)
+    if taken is not None:
+        return f"--out {args.out}: {taken.name} is a directory there, where the plan writes a file"
+    if not os.access(args.out, os.W_OK):
+        return f"--out {args.out}: the directory is not writable"
+    knowledge = os.path.realpath(args.knowledge or args.out / "knowledge.db")
+    if knowledge in {os.path.realpath(path) for path in outputs}:
+        return f"--knowledge {args.knowledge}: one of the plan's own output files"
     return None
 
 
@@ -224,6 +244,7 @@ def _progress(estimate) -> None:
     )
 
 
+OUTPUT_FILES = ("plan.json", "deployment.yaml", "surrogate.png")
 MAX_PLANNED_SLOTS = 100_000
 SHORT_TIMINGS_S = {"warmup_s": 20.0, "cooldown_s": 5.0, "ramp_s": 5.0, "observe_s": 15.0}
 """Estimator timings for a testbed run in minutes: a test is 25 s instead of 75 s."""

@@ -29,12 +29,17 @@ def census_parallelism(estimates: Sequence[Estimate]) -> int | None:
 
 
 def take_census(
-    testbed: Testbed, estimates: Sequence[Estimate], memory_mb: float, settings: EstimatorSettings
+    testbed: Testbed,
+    estimates: Sequence[Estimate],
+    memory_mb: float,
+    settings: EstimatorSettings,
+    max_slots: int,
 ) -> PhaseReading | None:
-    """Deploy at the key-group parallelism, let the job settle (ramp) and read one observation."""
+    """Deploy at the key-group parallelism, let the job settle (ramp) and read one observation; None when
+    no run read a keyed vertex, or its key groups outnumber the slots the testbed deploys."""
     parallelism = census_parallelism(estimates)
     passed = [e.mst_rps for e in estimates if e.mst_rps > 0]
-    if parallelism is None or not passed:
+    if parallelism is None or parallelism > max_slots or not passed:
         return None
     rate = RATE_SHARE * min(passed)
     testbed.deploy(parallelism, memory_mb)

@@ -174,7 +174,9 @@ def make_plan(
     census = None
     if key_census and skew_quantile is not None:
         memory_mb = max(explorer.memory_mb)
-        census = take_census(testbed, exploration.estimates, memory_mb, estimator or EstimatorSettings())
+        census = take_census(
+            testbed, exploration.estimates, memory_mb, estimator or EstimatorSettings(), max_slots
+        )
     return plan_from(
         exploration, target_rate_rps, explorer, slots_per_task_manager, max_slots, skew_quantile, census
     )
@@ -265,7 +267,7 @@ def plan_from(
     )
 
     asked = OVERPROVISION * target_rate_rps
-    candidates = range(explorer.min_slots, max_slots + 1)
+    candidates = range(1, max_slots + 1)  # the testbed's smallest run bounds the runs, not the plan
     per_memory = {
         m: next((n for n in candidates if surrogate.predict(n, m) / divisor(n) >= asked), None)
         for m in sorted(set(explorer.memory_mb))

@@ -81,6 +81,10 @@ def fit(model: str, observations: Sequence[Observation]) -> Surrogate:
     x = np.column_stack([*columns, g(slots), np.ones(len(slots))])
     if len(observations) < x.shape[1]:
         raise ValueError(f"{model}: {len(observations)} observations cannot fit {x.shape[1]} parameters")
+    if len(np.unique(slots)) < 2:  # the slots column is a multiple of the constant: any slope fits
+        raise ValueError(
+            f"{model}: every measurement is at {slots[0]:g} slots: how the rate grows with slots is unknown"
+        )
     coefficients, *_ = np.linalg.lstsq(x, mst, rcond=None)
     residuals = mst - x @ coefficients
     dof = len(mst) - x.shape[1]
@@ -130,4 +134,13 @@ def select_model(observations: Sequence[Observation], models: Sequence[str] = MO
             continue
         errors = [surrogate.predict(o.slots, o.memory_mb) - o.mst_rps for o in high]
         scores[model] = float(np.sqrt(np.mean(np.square(errors))))
+    if not any(map(math.isfinite, scores.values())):  # the low half fits no model: best left-one-out fit
+        scores = {model: _loo_rmse_or_inf(model, observations) for model in models}
     return scores
+
+
+def _loo_rmse_or_inf(model: str, observations: Sequence[Observation]) -> float:
+    try:
+        return loo_rmse(model, observations)
+    except ValueError:
+        return math.inf

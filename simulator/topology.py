@@ -92,6 +92,13 @@ class Topology(BaseModel):
             raise ValueError(f"a topology needs exactly one source, found {sources}")
         if sum(v.stateful for v in self.vertices) > 1:
             raise ValueError("at most one vertex may be `stateful` (the one the job profile describes)")
+        # a slot runs a subtask of every vertex on one core: their fixed overheads must leave it time
+        overhead_ms = sum(v.overhead_busy_ms for v in self.vertices)
+        if overhead_ms >= 1000:
+            raise ValueError(
+                f"the vertices' overhead_busy_ms add up to {overhead_ms:g} ms a second: a slot's subtasks "
+                "share one core, so nothing would be left for records (the sum must stay below 1000)"
+            )
         return self
 
     @cached_property

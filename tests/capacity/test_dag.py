@@ -409,6 +409,18 @@ def test_a_vertex_seen_before_keeps_its_own_rates_and_an_unknown_name_stays_pend
     assert set(model.seeds) == {"elsewhere"}
 
 
+def test_seeds_that_miss_a_vertex_of_the_graph_belong_to_another_job_and_are_not_adopted():
+    """A plan of another job sharing the source's and the sink's names: the middle vertex would be
+    unknown, and an unknown vertex bounds nothing."""
+    from capacity.dag import VertexSeed
+
+    graph = chain(2, 2, 2)
+    model = seeded(VertexSeed("op0", {1: 1e6}, 1.0), VertexSeed("op2", {1: 1e6}, 1.0))
+    learn(model, graph, [])
+    assert model.estimate(graph, [], 2, 4).per_scaleout_rps == {}
+    assert set(model.seeds) == {"op0", "op2"}
+
+
 def test_the_first_window_replaces_a_seeded_rate_there_and_leaves_the_others():
     from capacity.dag import VertexSeed
 

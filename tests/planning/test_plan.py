@@ -66,3 +66,37 @@ def test_a_rate_the_surrogate_never_reaches_is_one_clear_error():
         PlanError, match=r"never reaches 5,500 .* the most it predicts is [0-9],[0-9]{3} at [0-9]+ slots$"
     ):
         make_plan(CurveTestbed(lambda s, m: 1000.0), 5000.0, settings, FAST, max_slots=64)
+
+
+def test_the_smallest_testbed_run_does_not_bound_the_plan():
+    """Runs of 2..6 slots; the target needs one slot (--budget-min read as the plan's floor planned 2)."""
+    settings = ExplorerSettings(min_slots=2, max_slots=6, memory_mb=(512.0,), max_measurements=6)
+    plan = make_plan(CurveTestbed(linear), 1000.0, settings, FAST)
+    assert plan.slots == 1
+
+
+def test_model_selection_falls_back_to_leave_one_out_when_the_low_half_fits_no_model():
+    """The low half all at one slot count: every model scored infinity there, and the first won by the
+    order of a dictionary."""
+    from planning.surrogate import Observation, select_model
+
+    points = [Observation(s, m, 1000.0 * s + 0.5 * m) for s in (1, 4) for m in (158.0, 316.0, 632.0)]
+    scores = select_model(points)
+    assert all(math.isfinite(v) for v in scores.values())
+    assert min(scores, key=scores.__getitem__) == "lin"
+
+
+def test_no_census_where_the_key_groups_outnumber_the_testbeds_slots():
+    """A keyed vertex of 1,024 key groups on the twin's 128 slots crashed after all the runs."""
+    from types import SimpleNamespace
+
+    from planning.census import take_census
+
+    class NoDeploy:
+        def deploy(self, slots, memory_mb):
+            raise AssertionError(f"deployed {slots} slots")
+
+    keyed = SimpleNamespace(
+        mst_rps=5000.0, final=SimpleNamespace(vertices=[SimpleNamespace(key_groups=1024)])
+    )
+    assert take_census(NoDeploy(), [keyed], 512.0, FAST, max_slots=128) is None

@@ -31,11 +31,16 @@ def test_fit_prints_table_iv(query, capsys):
     [
         (["--results", "missing.csv", "--target-rate", "1e6"], "cannot read missing.csv"),
         (["--results", "{q1}", "--target-rate", "-5"], "--target-rate must be a rate > 0"),
+        # one slot count: the slope was lstsq's arbitrary choice, 223,056 records/s a slot
+        (["--results", "{one}", "--target-rate", "1e6"], "how the rate grows with slots is unknown"),
     ],
 )
-def test_bad_fit_input_is_one_line(extra, message, capsys):
+def test_bad_fit_input_is_one_line(extra, message, capsys, tmp_path):
     q1 = next(DATA.glob("q1-*.csv"))
-    extra = [str(q1) if e == "{q1}" else e for e in extra]
+    header, row = q1.read_text(encoding="utf-8").splitlines()[:2]
+    (tmp_path / "one-slot-count.csv").write_text("\n".join([header, *[row] * 10]) + "\n")
+    named = {"{q1}": str(q1), "{one}": str(tmp_path / "one-slot-count.csv")}
+    extra = [named.get(e, e) for e in extra]
     assert main(["plan-capacity", "fit", "--model", "lin", "--memory", "8192", *extra]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
@@ -48,6 +53,8 @@ def test_bad_fit_input_is_one_line(extra, message, capsys):
         (["--out", "a-file"], "--out a-file: cannot create the directory"),
         (["--knowledge", "a-folder"], "--knowledge a-folder: a directory"),
         (["--budget-max", "129"], "--budget-max 129 is above the testbed's largest deployment (128 slots)"),
+        (["--out", "taken"], "--out taken: plan.json is a directory there"),
+        (["--knowledge", "plan/plan.json"], "--knowledge plan/plan.json: one of the plan's own output files"),
     ],
 )
 def test_a_plan_that_could_not_be_written_or_run_is_one_line_before_any_measurement(
@@ -57,6 +64,7 @@ def test_a_plan_that_could_not_be_written_or_run_is_one_line_before_any_measurem
     monkeypatch.chdir(tmp_path)
     (tmp_path / "a-file").write_text("")
     (tmp_path / "a-folder").mkdir()
+    (tmp_path / "taken" / "plan.json").mkdir(parents=True)
     argv = ["plan-capacity", "--target-rate", "50000", "--out", "plan", "--max-measurements", "5", *extra]
     assert main(argv) == 2
     err = capsys.readouterr().err

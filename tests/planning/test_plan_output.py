@@ -40,6 +40,21 @@ def test_the_plan_lists_the_configuration_and_every_measurement(planned):
     assert len(speeds["relative_per_slot"]) == 4 and speeds["log_sd"] > 0
 
 
+def test_numbers_that_are_none_are_written_as_null(tmp_path):
+    """An RMSE of infinity was written as `Infinity`, which strict JSON parsers refuse."""
+    from daemon.plan_output import write_plan
+
+    class Plan:
+        def to_dict(self):
+            return {"model_selection_rmse": {"lin": float("inf"), "log": 12.5}, "sd": [float("nan")]}
+
+    def refuse(constant):
+        raise ValueError(constant)
+
+    written = json.loads(write_plan(Plan(), tmp_path, {}).read_text(), parse_constant=refuse)
+    assert written == {"model_selection_rmse": {"lin": None, "log": 12.5}, "sd": [None]}
+
+
 def test_the_deployment_fragment_sizes_the_taskmanagers(planned):
     plan = json.loads((planned / "plan.json").read_text())
     patch = next(yaml.safe_load_all((planned / "deployment.yaml").read_text()))

@@ -166,6 +166,9 @@ def test_the_session_windows_true_rate_rises_with_parallelism():
         ("name: x\nvertices: [{name: a, cost: .inf}]", "finite number"),  # was a ZeroDivisionError
         ("name: x\nvertices: [{name: a, cost: 1.0e+308}]", "less than or equal to 10000"),  # infinite capacity
         ("name: x\nvertices: [{name: a}, {name: b, inputs: [a, a]}]", "an input named twice"),
+        # each below 1000 ms, together a slot's whole core: was a ZeroDivisionError sizing the workers
+        ("name: x\nvertices: [{name: a, overhead_busy_ms: 500}, {name: b, inputs: [a], overhead_busy_ms: 500}]",
+         "add up to 1000 ms"),
     ],
 )  # fmt: skip
 def test_a_broken_topology_file_names_its_problem(tmp_path, text, expected):
