@@ -38,8 +38,8 @@ class ExplorerSettings:
     def __post_init__(self) -> None:
         if not 1 <= self.min_slots < self.max_slots:
             raise ValueError(f"need 1 <= min slots < max slots, got {self.min_slots} and {self.max_slots}")
-        if not self.memory_mb or any(not 0 < m <= MAX_SLOT_MEMORY_MB for m in self.memory_mb):
-            raise ValueError(f"memory profiles must be sizes in (0, {MAX_SLOT_MEMORY_MB:.0f}] MB per slot")
+        if not self.memory_mb or any(not 1 <= m <= MAX_SLOT_MEMORY_MB for m in self.memory_mb):
+            raise ValueError(f"memory profiles must be sizes in [1, {MAX_SLOT_MEMORY_MB:.0f}] MB per slot")
         if self.max_measurements < 4 or self.min_extra < 0:
             raise ValueError("max_measurements must be >= 4 and min_extra >= 0")
 

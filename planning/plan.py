@@ -182,6 +182,11 @@ def make_plan(
     )
 
 
+def _rate(rate_rps: float) -> str:
+    """A rate for a line of text: digit groups, or 3 significant digits where they would run to 300."""
+    return f"{rate_rps:,.0f}" if abs(rate_rps) < 1e15 else f"{rate_rps:.3g}"
+
+
 def vertex_parallelism(
     rates: list[VertexRate],
     rate_rps: float,
@@ -280,8 +285,8 @@ def plan_from(
         skewed = skew is not None and bool(skew.loads) and skew.imbalance(at_slots) > 1.05
         bound = ", bounded by key-group skew" if skewed else ""
         raise PlanError(
-            f"the {surrogate.model} surrogate never reaches {asked:,.0f} records/s (110% of the target) within "
-            f"{max_slots} slots: the most it predicts is {most:,.0f} at {at_slots} slots{bound}"
+            f"the {surrogate.model} surrogate never reaches {_rate(asked)} records/s (110% of the target) "
+            f"within {max_slots} slots: the most it predicts is {_rate(most)} at {at_slots} slots{bound}"
         )
     slots, memory = min(reachable)
     at_memory = [e for e in exploration.estimates if e.memory_mb == memory and e.mst_rps > 0]

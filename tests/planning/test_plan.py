@@ -100,3 +100,10 @@ def test_no_census_where_the_key_groups_outnumber_the_testbeds_slots():
         mst_rps=5000.0, final=SimpleNamespace(vertices=[SimpleNamespace(key_groups=1024)])
     )
     assert take_census(NoDeploy(), [keyed], 512.0, FAST, max_slots=128) is None
+
+
+def test_a_rate_beyond_reach_reads_in_a_few_digits():
+    """1e308 records/s was written out in 300 digits."""
+    settings = ExplorerSettings(max_slots=4, memory_mb=(512.0,), max_measurements=4)
+    with pytest.raises(PlanError, match=r"never reaches 1.1e\+308 records/s"):
+        make_plan(CurveTestbed(linear), 1e308, settings, FAST)

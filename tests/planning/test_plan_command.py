@@ -49,7 +49,8 @@ def test_bad_fit_input_is_one_line(extra, message, capsys, tmp_path):
 @pytest.mark.parametrize(
     "extra, message",
     [
-        (["--memory-profiles", "1e308"], "memory profiles must be sizes in (0, 1048576] MB"),
+        (["--memory-profiles", "1e308"], "memory profiles must be sizes in [1, 1048576] MB"),
+        (["--memory-profiles", "1e-300"], "memory profiles must be sizes in [1, 1048576] MB"),
         (["--out", "a-file"], "--out a-file: cannot create the directory"),
         (["--knowledge", "a-folder"], "--knowledge a-folder: a directory"),
         (["--budget-max", "129"], "--budget-max 129 is above the testbed's largest deployment (128 slots)"),
