@@ -120,6 +120,8 @@ class ModelRegistry:
     def load(self, entry: RegistryEntry) -> tuple[FittedModel, dict[str, Any]]:
         """The model and its metadata; ValueError when the artifact does not match its checksum."""
         metadata = entry.metadata()
+        if metadata.get("format") != FORMAT:  # a newer foresail's layout: read as this one, it would mislead
+            raise ValueError(f"{entry.path}: format {metadata.get('format')!r}, this foresail reads {FORMAT}")
         name = metadata["artifact"]["file"]
         if Path(name).name != name or name in ("", ".", ".."):
             raise ValueError(f"{entry.path}: artifact {name!r} is not a file of this version")
@@ -169,7 +171,9 @@ class RegistrySource:
             raise ValueError(f"not a version name: {version!r}")
         entry = RegistryEntry(self.job, int(match.group(1)), self.registry.job_dir(self.job) / version)
         model, metadata = self.registry.load(entry)
-        trained_s = float(metadata["resolution_s"])
+        trained_s = metadata.get("resolution_s")
+        if isinstance(trained_s, bool) or not isinstance(trained_s, int | float) or not trained_s > 0:
+            raise ValueError(f"{self.job} {version}: resolution_s {trained_s!r} is not a step in seconds")
         if abs(trained_s - self.resolution_s) <= 1e-9:
             return model
         if trained_s > self.resolution_s:  # a history coarser than the daemon's buckets (60 s exports)

@@ -60,3 +60,18 @@ def test_a_damaged_artifact_or_another_resolution_is_refused(tmp_path, trained):
     (entry.path / "model.pkl").write_bytes(b"garbage")
     with pytest.raises(ValueError, match="sha256"):
         registry.load(entry)
+
+
+def test_a_version_of_another_format_or_without_a_step_is_refused_with_its_reason(tmp_path, trained):
+    import json
+
+    result, _ = trained
+    registry = ModelRegistry(tmp_path)
+    source = RegistrySource(tmp_path, "shop", resolution_s=300.0)
+    for change, reason in (({"format": 99}, "format 99, this foresail reads 1"),
+                           ({"resolution_s": {"value": 300}}, "resolution_s .* is not a step")):  # fmt: skip
+        entry = registry.publish("shop", serialize(result.model), result.metadata)
+        metadata = json.loads((entry.path / "metadata.json").read_text())
+        (entry.path / "metadata.json").write_text(json.dumps({**metadata, **change}))
+        with pytest.raises(ValueError, match=reason):
+            source.load(entry.name)
