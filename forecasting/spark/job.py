@@ -20,8 +20,10 @@ from forecasting.blas import limit_blas_threads  # first: one BLAS thread for ev
 import argparse
 import datetime as dt
 import json
+import math
 import os
 import platform
+import re
 import resource
 import socket
 import sys
@@ -33,11 +35,15 @@ from typing import Any
 
 import pandas as pd
 
+from forecasting.history import history_input_problem
 from forecasting.registry import ModelRegistry, serialize
+from forecasting.spark.seasonal_profile import DAY_S
 from forecasting.spark.train import RetrainSettings, train_job
 
 RESULT_SCHEMA = "job string, status string, reason string, metadata string, artifact binary"
 LIBRARIES = ("numpy", "pandas", "scipy", "sklearn", "statsmodels", "pmdarima", "pyarrow", "pyspark")
+LOCAL_MASTER = re.compile(r"local(\[(\*|[1-9]\d*)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]")
+"""The local masters Spark parses (local, local[4], local[*,2], local-cluster[2,1,1024])."""
 
 
 def spark_session(master: str | None = None, app_name: str = "foresail-retrain") -> Any:
@@ -75,12 +81,9 @@ def read_history(spark: Any, path: str, fmt: str = "auto") -> Any:
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    if fmt == "auto":
-        fmt = "csv" if _looks_like_csv(path) else "parquet"
-    if fmt == "csv":
+    if _resolved_format(path, fmt) == "csv":
         frame = spark.read.option("header", "true").option("inferSchema", "true").csv(path)
     else:
-        _check_parquet(path)
         frame = spark.read.parquet(path)
     missing = {"job", "timestamp", "rate"} - set(frame.columns)
     if missing:
@@ -105,16 +108,10 @@ def read_history(spark: Any, path: str, fmt: str = "auto") -> Any:
     )
 
 
-def _check_parquet(path: str) -> None:
-    """A local file Spark would read that is not Parquet (its magic bytes are PAR1) is one ValueError,
-    before Spark fails on it with a hundred lines of Java stack trace. Remote paths are Spark's to read."""
-    local = Path(path)
-    files = [local] if local.is_file() else sorted(local.rglob("*")) if local.is_dir() else []
-    for file in files:
-        if file.is_file() and not file.name.startswith(("_", ".")):  # Spark skips _SUCCESS, .crc
-            with file.open("rb") as handle:
-                if handle.read(4) != b"PAR1":
-                    raise ValueError(f"{file}: not a Parquet file (use --format csv for a CSV history)")
+def _resolved_format(path: str, fmt: str) -> str:
+    if fmt != "auto":
+        return fmt
+    return "csv" if _looks_like_csv(path) else "parquet"
 
 
 def _looks_like_csv(path: str) -> bool:
@@ -132,9 +129,13 @@ def retrain(
     jobs: list[str] | None = None,
     fmt: str = "auto",
 ) -> list[dict[str, Any]]:
-    """Train every job of `history` (or only `jobs`), publish the good models; one summary row per job."""
+    """Train every job of `history` (or only `jobs`), publish the good models; one summary row per job.
+    A model that cannot be published fails its job only: the others are still published."""
     from pyspark.sql import functions as F
 
+    problem = registry_problem(registry)
+    if problem:  # before the training, not after it
+        raise ValueError(problem)
     frame = read_history(spark, history, fmt)
     if jobs:
         frame = frame.filter(F.col("job").isin(jobs))
@@ -159,13 +160,15 @@ def retrain(
         summary = []
         for row in results.toLocalIterator():
             metadata = json.loads(row.metadata)
-            entry = None
-            if row.status == "ok":
+            status, reason, entry = row.status, row.reason, None
+            if status == "ok":
                 metadata["created_at"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-                entry = store.publish(row.job, bytes(row.artifact), metadata)
-            summary.append(
-                _summary_row(row.job, row.status, row.reason, metadata, entry.name if entry else None)
-            )
+                try:
+                    entry = store.publish(row.job, bytes(row.artifact), metadata)
+                except Exception as error:  # a name the filesystem refuses, a full disk: this job only
+                    status = "failed"
+                    reason = f"not published: {getattr(error, 'strerror', None) or _first_line(error)}"
+            summary.append(_summary_row(row.job, status, reason, metadata, entry.name if entry else None))
     finally:
         results.unpersist()
     return sorted(summary, key=lambda item: item["job"])
@@ -248,29 +251,65 @@ def _ship_package(spark: Any) -> None:
 
 
 def settings_from_args(args: argparse.Namespace, base: RetrainSettings) -> RetrainSettings:
+    """`base` with the options given; a ValueError naming the option for a value the training cannot use
+    (NaN or inf overflow the bucket counts, a span of 0 s has no data: Spark would start for nothing)."""
     overrides = {
         "season_resolution_s": args.season_resolution_s,
         "backtest_s": args.backtest_s,
         "select_window_s": args.select_window_s,
         "min_history_s": args.min_history_s,
     }
-    return RetrainSettings(**{**base.__dict__, **{k: v for k, v in overrides.items() if v is not None}})
+    given = {k: v for k, v in overrides.items() if v is not None}
+    for name, value in given.items():
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{_option(name)} must be a number of seconds > 0, got {value:g}")
+    settings = RetrainSettings(**{**base.__dict__, **given})
+    if "backtest_s" in given and settings.backtest_s < settings.horizon_s:
+        raise ValueError(  # no backtest origin would have a whole horizon to score
+            f"--backtest-s must be at least the forecast horizon ({settings.horizon_s:g} s), "
+            f"got {settings.backtest_s:g}"
+        )
+    if "season_resolution_s" in given and settings.season_resolution_s > MAX_SEASON_RESOLUTION_S:
+        raise ValueError(
+            f"--season-resolution-s must be at most {MAX_SEASON_RESOLUTION_S:g} s (a daily profile needs "
+            f"its buckets), got {settings.season_resolution_s:g}"
+        )
+    return settings
+
+
+MAX_SEASON_RESOLUTION_S = DAY_S / 24
+"""The daily profile's 10th harmonic needs more than 20 buckets a day."""
+
+
+def _option(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 def run(args: argparse.Namespace, base: RetrainSettings) -> int:
     """Run the job as the command line asked: 0 when every job trained or was skipped with its reason and
     at least one model was published; 1 when a job failed or nothing was trained (one line per job says
-    why); 2 when the input cannot be read (one line)."""
-    problem = _input_problem(args.history)
+    why); 2 when an option or the input is unusable (one line, before Spark starts when it can be told)."""
+    try:
+        settings = settings_from_args(args, base)
+    except ValueError as error:
+        print(f"retrain: {error}", file=sys.stderr)
+        return 2
+    problem = (
+        _master_problem(args.master)
+        or history_problem(args.history, args.format)
+        or registry_problem(args.registry)
+    )
     if problem:
         print(f"retrain: {problem}", file=sys.stderr)
         return 2
-    spark = spark_session(args.master)
+    try:
+        spark = spark_session(args.master)
+    except Exception as error:  # unreachable master, Java missing: PySpark's error, then the JVM's
+        print(f"retrain: cannot start Spark at --master {args.master}: {_first_line(error)}", file=sys.stderr)
+        return 2
     jobs = [name.strip() for name in args.jobs.split(",")] if args.jobs else None
     try:
-        summary = retrain(
-            spark, args.history, args.registry, settings_from_args(args, base), jobs, args.format
-        )
+        summary = retrain(spark, args.history, args.registry, settings, jobs, args.format)
     except Exception as error:  # unreadable input: Spark's AnalysisException, our ValueError
         message = _first_line(error)
         named = message if message.startswith(args.history) else f"{args.history}: {message}"
@@ -283,17 +322,53 @@ def run(args: argparse.Namespace, base: RetrainSettings) -> int:
     return 1 if any(item["status"] == "failed" for item in summary) else 0
 
 
-def _input_problem(history: str) -> str | None:
-    """A local history path that does not exist (Spark's own error is a page of JVM trace)."""
+def _master_problem(master: str | None) -> str | None:
+    """Spark's own rule for a master URL: for any other, Spark logs a JVM stack trace before failing."""
+    if (
+        master is None
+        or master == "yarn"
+        or master.startswith(("spark", "k8s"))
+        or LOCAL_MASTER.fullmatch(master)
+    ):
+        return None
+    return f"cannot start Spark at --master {master}: not a master URL (local[N], spark://HOST:PORT, k8s://…, yarn)"
+
+
+def history_problem(history: str, fmt: str = "auto") -> str | None:
+    """Why a local history cannot be read (None when it can), told before Spark fails on it with pages of
+    JVM trace. Remote paths are Spark's to read; a CSV's bad rows are dropped, not fatal, so a CSV is
+    only checked to exist (Spark's error for its header is one line)."""
     if "://" in history and not history.startswith("file://"):
         return None
-    path = Path(history.removeprefix("file://"))
-    return None if path.exists() else f"{history}: no such file or directory"
+    path = history.removeprefix("file://")
+    if not os.path.exists(path):  # False for a name too long too
+        return f"--history: no such file or directory: {path}"
+    if _resolved_format(path, fmt) == "csv":
+        return None
+    return history_input_problem(path, "parquet")
+
+
+def registry_problem(registry: str) -> str | None:
+    """Why models cannot be published in `registry` (None when they can): it is created if absent and
+    written to once, so that a read-only or misnamed registry fails the run before hours of training."""
+    root = Path(registry)
+    try:
+        if root.exists() and not root.is_dir():
+            return f"--registry {registry}: not a directory"
+        root.mkdir(parents=True, exist_ok=True)
+        os.rmdir(tempfile.mkdtemp(prefix=".writable-", dir=root))
+    except OSError as error:
+        return f"--registry {registry}: {error.strerror or error}"
+    return None
 
 
 def _first_line(error: Exception) -> str:
-    """Spark's errors carry the JVM stack after the message: keep the message."""
-    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+    """Spark's errors carry the JVM stack after the message: keep the message. Py4J's first line only
+    says which Java call failed; the Java exception follows on the next one, after ": "."""
+    lines = str(error).strip().splitlines() or [type(error).__name__]
+    if lines[0].startswith("An error occurred while calling") and len(lines) > 1:
+        return lines[1].removeprefix(": ")
+    return lines[0]
 
 
 def print_summary(summary: list[dict[str, Any]], as_json: bool) -> None:
@@ -303,11 +378,12 @@ def print_summary(summary: list[dict[str, Any]], as_json: bool) -> None:
     if not summary:
         print("no job in the history")
     for item in summary:
+        job = item["job"] or '""'
         if item["status"] == "ok":
             scores = ", ".join(f"{k} {v:.4f}" for k, v in item["wape"].items() if v is not None)
-            print(f"{item['job']}: {item['version']} {item['model']} (backtest WAPE: {scores})")
+            print(f"{job}: {item['version']} {item['model']} (backtest WAPE: {scores})")
         else:
-            print(f"{item['job']}: {item['status']}: {item['reason']}")
+            print(f"{job}: {item['status']}: {(item['reason'].splitlines() or [''])[0]}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -122,6 +122,11 @@ class Resampled:
     def order(self) -> tuple[int, ...]:
         return getattr(self.inner, "order", ())
 
+    @property
+    def period_s(self) -> float:
+        """The inner model's season (RegistryModel.label shows it)."""
+        return getattr(self.inner, "period_s", 0)
+
     def update(self, y: np.ndarray, X: np.ndarray) -> None:
         self.pending_y.extend(np.asarray(y, dtype=float).tolist())
         self.pending_x.extend(np.asarray(X, dtype=float))

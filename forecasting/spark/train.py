@@ -149,8 +149,9 @@ def train_job(job: str, times_s: np.ndarray, rates: np.ndarray, settings: Retrai
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # statsmodels/pmdarima convergence chatter, per fit
             result = _train(job, times_s, rates, settings)
-    except Exception as exc:
-        result = TrainResult(job, "failed", f"{type(exc).__name__}: {exc}")
+    except Exception as exc:  # the first line: pmdarima's messages go on with a link
+        first = (str(exc).strip().splitlines() or [""])[0]
+        result = TrainResult(job, "failed", f"{type(exc).__name__}: {first}")
     result.metadata.setdefault("job", job)
     result.metadata["train_seconds"] = round(time.perf_counter() - started, 3)
     return result

@@ -118,24 +118,3 @@ def test_bad_rows_are_dropped_and_the_run_goes_on(spark, tmp_path, capsys):
     assert row["status"] == "ok"
     metadata = ModelRegistry(tmp_path / "m").newest("job-0000").metadata()
     assert metadata["training_range"]["rows_dropped"] >= 3
-
-
-def test_a_history_that_is_not_parquet_is_one_line_before_spark_reads_it(tmp_path, minute_history):
-    """Spark's own error is a hundred lines of JVM stack trace; the magic bytes tell it at once."""
-    from forecasting.spark.job import read_history
-
-    folder = tmp_path / "configs"
-    folder.mkdir()
-    (folder / "_SUCCESS").write_text("")  # what Spark skips is not checked
-    (folder / "c.yaml").write_text("loop: {interval_s: 60}\n")
-    with pytest.raises(ValueError, match=r"configs/c.yaml: not a Parquet file"):
-        read_history(None, str(folder), "parquet")  # no Spark session: it never gets that far
-
-    class Reads:
-        class read:  # SparkSession.read's shape
-            @staticmethod
-            def parquet(path):
-                raise LookupError(path)  # got past the check
-
-    with pytest.raises(LookupError):
-        read_history(Reads(), str(minute_history), "parquet")
