@@ -17,6 +17,7 @@ import json
 import os
 import pickle
 import re
+import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,6 +92,15 @@ class ModelRegistry:
         directory.mkdir(parents=True, exist_ok=True)
         staging = directory / f".staging-{uuid.uuid4().hex}"
         staging.mkdir()
+        try:
+            return self._rename_into_place(job, directory, staging, artifact, metadata)
+        except BaseException:  # a full disk: no half-written version left behind
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+
+    def _rename_into_place(
+        self, job: str, directory: Path, staging: Path, artifact: bytes, metadata: dict[str, Any]
+    ) -> RegistryEntry:
         (staging / ARTIFACT).write_bytes(artifact)
         newest = self.newest(job)
         version = newest.version + 1 if newest else 1

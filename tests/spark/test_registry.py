@@ -75,3 +75,20 @@ def test_a_version_of_another_format_or_without_a_step_is_refused_with_its_reaso
         (entry.path / "metadata.json").write_text(json.dumps({**metadata, **change}))
         with pytest.raises(ValueError, match=reason):
             source.load(entry.name)
+
+
+def test_a_publish_the_disk_refuses_leaves_no_half_written_version(tmp_path, trained, monkeypatch):
+    import errno
+    from pathlib import Path
+
+    result, _ = trained
+    registry = ModelRegistry(tmp_path)
+
+    def full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", full)
+    with pytest.raises(OSError):
+        registry.publish("shop", serialize(result.model), result.metadata)
+    monkeypatch.undo()
+    assert list(registry.job_dir("shop").iterdir()) == [] and registry.versions("shop") == []
