@@ -3,13 +3,17 @@
 SQLite gives atomic, crash-safe commits (a `kill -9` at any moment leaves either the previous or the new
 iteration's state, never a torn file), so each iteration is saved in one transaction with
 `synchronous=FULL` and checkpointed into the main file before `save` returns: no saved iteration depends
-on the `-wal` file surviving. Then a copy of the main file replaces the one kept beside it
-(`<path>.snapshot`, written aside and renamed). A store that fails SQLite's integrity check or cannot be
-read back is moved aside (`<path>.corrupt-<time>`) with a loud warning, and the daemon resumes from the
-snapshot (or starts fresh). The snapshot holds every iteration whose `save` returned, so even a file torn
-by a kill in the middle of a checkpoint, then a deleted `-wal`, loses nothing saved and never causes a
-crash loop. One daemon per store: a lock file (`<path>.lock`, flock) makes a second one fail at start with
-`StoreBusy`.
+on the `-wal` file surviving. Then a copy made with SQLite's backup replaces the one kept beside it
+(`<path>.snapshot`, written aside and renamed); it holds every saved iteration even when an outside reader
+kept the checkpoint from completing. A store that fails SQLite's integrity check or cannot be read back is
+moved aside (`<path>.corrupt-<time>-<pid>-<id>`) with a loud warning, and the daemon resumes from the
+snapshot (or starts fresh); so does a store that is missing, or behind its snapshot (a lost `-wal`). The
+snapshot holds every iteration whose `save` returned, so even a file torn by a kill in the middle of a
+checkpoint, then a deleted `-wal`, loses nothing saved and never causes a crash loop. A restore is written
+beside the store and renamed into place, so a full disk fails it with one line (`StoreUnusable`) and keeps
+the snapshot. One daemon per store: a lock file beside the store's real path (`<path>.lock`, flock) makes a
+second one, even through a symlink, fail at start with `StoreBusy`. A SQLite file holding only other
+tables is someone else's database: refused with `StoreUnusable`, untouched.
 """
 
 from __future__ import annotations
@@ -23,11 +27,12 @@ import os
 import shutil
 import sqlite3
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -67,10 +72,19 @@ RECENT_RESCALES = 50
 
 ATTACHED = "attached:"
 """State keys of what the store keeps for others in the same transaction (e.g. the twin's job state)."""
+BUSY_TIMEOUT_MS = 5_000
+"""How long a write waits for another process's lock on the store (SQLite's busy timeout)."""
+TABLES = frozenset({"state", "blobs", "decisions", "recoveries"})
+"""The store's own tables: a SQLite file with tables but none of these is not a knowledge store."""
 
 
 class StoreBusy(RuntimeError):
     """Another daemon holds the knowledge store."""
+
+
+class StoreUnusable(StoreBusy):
+    """The knowledge store cannot be used as it is (someone else's database, a restore the disk refused).
+    A `StoreBusy` so that the daemon reports it the same way: one line on stderr, exit 1."""
 
 
 @dataclass(frozen=True)
@@ -168,7 +182,12 @@ class Knowledge:
         return cls.from_state({}, settings)
 
     @classmethod
-    def from_state(cls, state: dict[str, Any], settings: KnowledgeSettings) -> Knowledge:
+    def from_state(
+        cls,
+        state: dict[str, Any],
+        settings: KnowledgeSettings,
+        log: structlog.typing.FilteringBoundLogger | None = None,
+    ) -> Knowledge:
         """Rebuild from `to_state()` output; missing parts start fresh."""
         monitor_options = {"timeout_s": settings.observe_timeout_s, "k_std": settings.anomaly_k}
         forecaster_state = state.get("forecaster")
@@ -204,7 +223,7 @@ class Knowledge:
             },
             plausibility=Ledger.from_dict(state.get("plausibility", {})),
         )
-        knowledge.rescales.extend(CompletedRescale(**r) for r in state.get("rescales", []))
+        knowledge.rescales.extend(_rescales(state.get("rescales", []), log))
         loop = state.get("loop", {})
         knowledge.iteration = int(loop.get("iteration", 0))
         knowledge.last_time_s = loop.get("last_time_s")
@@ -251,13 +270,18 @@ class KnowledgeStore:
         path: str | Path,
         decision_history: int = 10_000,
         log: structlog.typing.FilteringBoundLogger | None = None,
+        *,
+        fresh: bool = False,
     ) -> None:
+        """`fresh` deletes the store's files (snapshot included) once this daemon holds the lock, never
+        while another one does."""
         self.path = str(path)
         self.decision_history = decision_history
         self.log = log or structlog.get_logger("foresail.knowledge")
         self.attachments: dict[str, Callable[[], dict[str, Any]]] = {}
         """Named state providers saved with every iteration (read back with `attached`)."""
         self._lock_file = None
+        self._checkpoint_busy = False
         self.damaged: str | None = None
         """What happened to a damaged store found at the start (moved aside), for the console."""
         if self.durable:
@@ -266,8 +290,19 @@ class KnowledgeStore:
                     errno.EISDIR, "the knowledge store must be a file, not a directory", path
                 )
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            self._lock_file = _lock(Path(f"{self.path}.lock"), self.path)
-        self._db = self._open()
+            real = os.path.realpath(self.path)  # a symlink or another path to the same store: the same lock
+            self._lock_file = _lock(Path(f"{real}.lock"), self.path)
+        try:
+            if fresh and self.durable:
+                for file in {*_store_files(self.path), *_store_files(real)}:
+                    if not file.is_symlink():  # a link to the store stays: the store it names is deleted
+                        file.unlink(missing_ok=True)
+            elif self.durable:
+                self._resume_if_behind()
+            self._db = self._open()
+        except BaseException:
+            self._release()  # a store that could not be opened is not held
+            raise
 
     def _open(self) -> sqlite3.Connection:
         """The store's connection, after checking its integrity (a damaged file is replaced, see above)."""
@@ -275,11 +310,23 @@ class KnowledgeStore:
             return self._connect()
         except sqlite3.DatabaseError as error:
             self._replace_damaged(f"{type(error).__name__}: {error}")
+        try:
             return self._connect()
+        except sqlite3.Error as error:
+            raise StoreUnusable(f"knowledge store {self.path} cannot be opened: {error}") from None
 
     def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        db = sqlite3.connect(
+            self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+        )
         try:
+            tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            tables = {name for name in tables if not name.startswith("sqlite_")}
+            if tables and not tables & TABLES:  # checked before anything is written to the file
+                raise StoreUnusable(
+                    f"{self.path} is not a foresail knowledge store (it holds the tables "
+                    f"{', '.join(sorted(tables))}); give knowledge.path a file of its own"
+                )
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=FULL")
             check = db.execute("PRAGMA quick_check").fetchone()[0]
@@ -298,14 +345,11 @@ class KnowledgeStore:
         """Move the damaged store aside and put the last good snapshot (if any) in its place."""
         if not self.durable:
             raise sqlite3.DatabaseError(reason)
-        aside = f"{self.path}.corrupt-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}"
-        for suffix in ("", "-wal", "-shm"):
-            with contextlib.suppress(FileNotFoundError):
-                os.replace(self.path + suffix, aside + suffix)
+        aside = self._move_aside()
         snapshot = Path(f"{self.path}.snapshot")
         restored = snapshot.is_file() and _sound(snapshot)
         if restored:
-            shutil.copyfile(snapshot, self.path)
+            self._restore(snapshot)
         resumed = "snapshot" if restored else "nothing: starting fresh"
         self.damaged = (
             f"knowledge store {self.path} damaged ({reason}): moved to {aside}; resumed from {resumed}"
@@ -313,6 +357,55 @@ class KnowledgeStore:
         self.log.error(
             "knowledge-store-damaged", path=self.path, reason=reason, moved_to=aside, resumed_from=resumed
         )
+
+    def _move_aside(self) -> str:
+        """Keep the store's files for inspection under a name no other move-aside takes."""
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        aside = f"{self.path}.corrupt-{stamp}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(self.path + suffix, aside + suffix)
+        return aside
+
+    def _restore(self, snapshot: Path) -> None:
+        """Put the snapshot in the store's place: copied beside it, checked, renamed, so a full disk fails
+        the restore (one line; the next start tries again) without leaving an empty store or losing the
+        snapshot."""
+        temporary = Path(f"{self.path}.restore.tmp")
+        try:
+            shutil.copyfile(snapshot, temporary)
+            if not _sound(temporary):
+                raise OSError("the copy fails the integrity check")
+            for suffix in ("-wal", "-shm"):  # a store's companions must not be applied to another file
+                Path(self.path + suffix).unlink(missing_ok=True)
+            os.replace(temporary, self.path)
+        except OSError as error:
+            temporary.unlink(missing_ok=True)
+            raise StoreUnusable(
+                f"knowledge store {self.path} cannot be restored from {snapshot} ({error.strerror or error}); "
+                "the snapshot is kept: fix the cause (e.g. free disk space) and start again"
+            ) from None
+
+    def _resume_if_behind(self) -> None:
+        """Resume from a sound snapshot when the store is missing, or holds fewer iterations than it (its
+        `-wal` lost while an outside reader had kept the checkpoint from completing): not overwrite it."""
+        snapshot = Path(f"{self.path}.snapshot")
+        if not snapshot.is_file():
+            return
+        missing = not Path(self.path).exists()
+        wal = Path(f"{self.path}-wal")
+        behind = (
+            not missing
+            and (not wal.exists() or wal.stat().st_size == 0)  # with its -wal the store is current
+            and 0 <= _iteration(self.path) < _iteration(snapshot)
+        )
+        if not (missing or behind) or not _sound(snapshot):
+            return
+        reason = (
+            "the store is missing" if missing else f"the store is behind it (moved to {self._move_aside()})"
+        )
+        self._restore(snapshot)
+        self.log.warning("knowledge-store-resumed-from-snapshot", path=self.path, reason=reason)
 
     @property
     def durable(self) -> bool:
@@ -345,7 +438,9 @@ class KnowledgeStore:
         if "forecaster" in state:
             row = self._db.execute("SELECT value FROM blobs WHERE key = ?", (MODEL_BLOB,)).fetchone()
             state["forecaster"]["model"] = row[0] if row else None
-        knowledge = Knowledge.from_state(state, settings or KnowledgeSettings())
+        knowledge = Knowledge.from_state(
+            state, settings or KnowledgeSettings(), self.log.bind(path=self.path)
+        )
         rows = self._db.execute(
             "SELECT body FROM decisions ORDER BY id DESC LIMIT ?", (RECENT_DECISIONS,)
         ).fetchall()
@@ -385,17 +480,37 @@ class KnowledgeStore:
                 for record in extension.new_records:
                     self._append(_journal(name), knowledge.iteration, record.time_s, record.to_dict())
         if self.durable:
-            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the main file holds every saved iteration
+            self._db.execute("PRAGMA busy_timeout = 0")  # waiting does not end a reader's transaction
+            try:
+                busy = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            finally:
+                self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            if busy and not self._checkpoint_busy:
+                self.log.warning(
+                    "knowledge-store-checkpoint-busy",
+                    path=self.path,
+                    reason="another process reads the store: the last iterations stay in its -wal (the "
+                    "snapshot holds them)",
+                )
+            self._checkpoint_busy = bool(busy)
             self._snapshot()
         knowledge.new_recoveries.clear()
         for extension in knowledge.extensions.values():
             extension.new_records.clear()
 
     def _snapshot(self) -> None:
-        """A copy of the just-checkpointed store beside it (the fallback for a damaged store): the main
-        file alone holds every saved iteration now, so a file copy, renamed into place, is consistent."""
-        temporary = f"{self.path}.snapshot.tmp"
-        shutil.copyfile(self.path, temporary)
+        """A copy of the store beside it (the fallback for a damaged or lost one), renamed into place:
+        SQLite's backup copies what was committed, even what a busy checkpoint left in the `-wal`."""
+        temporary = Path(f"{self.path}.snapshot.tmp")
+        temporary.unlink(missing_ok=True)
+        target = sqlite3.connect(temporary)
+        try:
+            self._db.backup(target)
+        except BaseException:
+            target.close()
+            temporary.unlink(missing_ok=True)
+            raise
+        target.close()
         os.replace(temporary, f"{self.path}.snapshot")
 
     def decisions(self) -> list[Decision]:
@@ -416,6 +531,9 @@ class KnowledgeStore:
 
     def close(self) -> None:
         self._db.close()
+        self._release()
+
+    def _release(self) -> None:
         if self._lock_file is not None:
             self._lock_file.close()  # releases the lock
             self._lock_file = None
@@ -450,6 +568,44 @@ def _journal(extension: str) -> str:
     return f"{extension}_decisions"
 
 
+def _store_files(path: str) -> list[Path]:
+    """The store's files, snapshot included (what a fresh start deletes)."""
+    suffixes = ("", "-wal", "-shm", "-journal", ".snapshot", ".snapshot-wal", ".snapshot-shm")
+    return [Path(path + suffix) for suffix in suffixes]
+
+
+def _rescales(entries: list, log: structlog.typing.FilteringBoundLogger | None) -> list[CompletedRescale]:
+    """The stored rescales, read one by one: keys a newer version added are ignored and an entry that is
+    not a rescale is dropped with a warning, so one bad entry does not cost the rest of the knowledge."""
+    rescales, dropped, ignored = [], 0, set()
+    for entry in entries:
+        try:
+            granularity = entry["granularity"]
+            if granularity not in ("job", "vertex"):
+                raise ValueError(granularity)
+            rescales.append(
+                CompletedRescale(
+                    requested_s=float(entry["requested_s"]),
+                    finished_s=float(entry["finished_s"]),
+                    granularity=granularity,
+                    vertex_parallelism={
+                        str(k): int(v) for k, v in entry.get("vertex_parallelism", {}).items()
+                    },
+                )
+            )
+            ignored.update(set(entry) - {f.name for f in fields(CompletedRescale)})
+        except (KeyError, TypeError, ValueError, AttributeError):
+            dropped += 1
+    if dropped or ignored:
+        (log or structlog.get_logger("foresail.knowledge")).warning(
+            "knowledge-store-part-skipped",
+            part="rescales",
+            dropped_entries=dropped,
+            ignored_keys=sorted(ignored),
+        )
+    return rescales
+
+
 def _lock(lock_path: Path, store: str):
     """Hold an exclusive lock on `lock_path` for the life of the returned file, or raise `StoreBusy`."""
     handle = lock_path.open("a+")
@@ -471,12 +627,32 @@ def _lock(lock_path: Path, store: str):
 
 
 def _sound(path: Path) -> bool:
-    """Whether a SQLite file opens and passes the integrity check."""
+    """Whether a SQLite file without a live `-wal` (a snapshot, a restore's copy) opens and passes the
+    integrity check (read as immutable: nothing is written beside it)."""
     try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        db = _read_only(path)
         try:
             return db.execute("PRAGMA quick_check").fetchone()[0] == "ok"
         finally:
             db.close()
     except sqlite3.DatabaseError:
         return False
+
+
+def _iteration(path: str | Path) -> int:
+    """The loop iteration a store file without a live `-wal` holds (-1: none readable)."""
+    try:
+        db = _read_only(path)
+        try:
+            row = db.execute("SELECT value FROM state WHERE key = 'loop'").fetchone()
+        finally:
+            db.close()
+        return int(json.loads(row[0])["iteration"]) if row else 0
+    except (sqlite3.Error, ValueError, KeyError, TypeError, OverflowError):
+        return -1
+
+
+def _read_only(path: str | Path) -> sqlite3.Connection:
+    """A read-only connection to a store file without a live `-wal`: immutable, so nothing is written
+    beside it (its path percent-encoded: a `?` or `#` in it is part of the name)."""
+    return sqlite3.connect(f"{Path(path).absolute().as_uri()}?mode=ro&immutable=1", uri=True)

@@ -1,8 +1,11 @@
 """The knowledge store survives: kill -9 (a hundred times), a deleted `-wal`, a damaged file, a second
-daemon, a stored time past the trace, and a resumed twin that continues the job's backlog."""
+daemon (also through a symlink or with --fresh), an outside reader, a full disk at a restore, a rescale
+entry from a newer version, someone else's database, a stored time past the trace, and a resumed twin
+that continues the job's backlog."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sqlite3
@@ -18,8 +21,8 @@ from structlog.testing import capture_logs
 
 from config.schema import Config
 from daemon.runtime import _resume_twin, run_daemon
-from mape.knowledge import Knowledge, KnowledgeSettings, KnowledgeStore, StoreBusy
-from messages.types import Decision
+from mape.knowledge import Knowledge, KnowledgeSettings, KnowledgeStore, StoreBusy, StoreUnusable
+from messages.types import CompletedRescale, Decision
 from simulator.twin import Twin
 
 REPO = Path(__file__).resolve().parents[2]
@@ -155,6 +158,172 @@ def test_another_process_holding_the_store_is_refused(tmp_path, capsys):
         os.waitpid(pid, 0)
     assert code == 1 and f"(pid {pid})" in capsys.readouterr().err
     KnowledgeStore(path).close()  # the holder is gone: free again
+
+
+def _load(path: Path) -> Knowledge:
+    """What a daemon starting on `path` resumes from (the store closed again, its lock released)."""
+    store = KnowledgeStore(path)
+    try:
+        return store.load()
+    finally:
+        store.close()
+
+
+def _aside(directory: Path) -> list[Path]:
+    """The damaged stores kept for inspection (their -wal/-shm companions left out)."""
+    return [p for p in directory.glob("*.corrupt-*") if not p.name.endswith(("-wal", "-shm"))]
+
+
+def test_a_fresh_start_never_wipes_a_store_another_daemon_holds(tmp_path, fault):
+    path = tmp_path / "k.sqlite"
+    running = _save_iterations(path, 3)
+    with pytest.raises(StoreBusy):
+        KnowledgeStore(path, fresh=True)
+    running.close()
+    kept = _load(path).iteration
+    fault("knowledge store", "held" if kept == 3 else "lost", "--fresh while another daemon runs")
+    assert kept == 3
+    fresh = KnowledgeStore(path, fresh=True)  # nobody holds it now: it starts afresh, snapshot included
+    assert fresh.load().iteration == 0 and not Path(f"{path}.snapshot").exists()
+    fresh.close()
+
+
+def test_a_missing_store_resumes_from_its_snapshot(tmp_path, fault):
+    path = tmp_path / "k.sqlite"
+    _save_iterations(path, 4).close()
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    with capture_logs() as logs:
+        knowledge = _load(path)
+    fault(
+        "knowledge store", "resumed" if knowledge.iteration == 4 else "lost", "store deleted, snapshot kept"
+    )
+    assert knowledge.iteration == 4
+    assert [e["log_level"] for e in logs if e["event"] == "knowledge-store-resumed-from-snapshot"] == [
+        "warning"
+    ]
+
+
+def test_a_second_daemon_through_a_symlink_is_refused(tmp_path, fault):
+    path = tmp_path / "k.sqlite"
+    first = KnowledgeStore(path)
+    link = tmp_path / "link.sqlite"
+    link.symlink_to(path)
+    try:
+        with pytest.raises(StoreBusy, match="in use by another foresail daemon"):
+            KnowledgeStore(link)
+    finally:
+        first.close()
+    fault("knowledge store", "clear-error", "second daemon through a symlink")
+    KnowledgeStore(link).close()  # free again once the first one stops
+
+
+READER = (
+    "import sqlite3, sys; db = sqlite3.connect(sys.argv[1], isolation_level=None); db.execute('BEGIN'); "
+    "db.execute('SELECT count(*) FROM state').fetchone(); print('reading', flush=True); sys.stdin.read()"
+)
+"""An operator's sqlite3 shell or a backup tool: a read transaction held until it is killed."""
+
+
+def test_an_outside_reader_then_a_lost_wal_loses_no_saved_iteration(tmp_path, fault):
+    path = tmp_path / "k.sqlite"
+    store = _save_iterations(path, 2)
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert reader.stdout.readline() == "reading\n"
+        with capture_logs() as logs:
+            _save_iterations(path, 5, store)  # the checkpoints cannot complete: iterations stay in the -wal
+        store.close()
+    finally:
+        reader.kill()  # no clean close: it would checkpoint the -wal into the store
+        reader.wait()
+    assert Path(f"{path}-wal").stat().st_size > 0
+    Path(f"{path}-wal").unlink()
+    Path(f"{path}-shm").unlink(missing_ok=True)
+    knowledge = _load(path)
+    fault("knowledge store", "resumed" if knowledge.iteration == 5 else "lost", "outside reader, lost -wal")
+    assert knowledge.iteration == 5
+    busy = [e for e in logs if e["event"] == "knowledge-store-checkpoint-busy"]
+    assert [e["log_level"] for e in busy] == ["warning"]  # once, not every iteration
+
+
+def test_a_restore_the_disk_refuses_is_one_clear_error_and_keeps_the_snapshot(tmp_path, monkeypatch, fault):
+    path = tmp_path / "k.sqlite"
+    _save_iterations(path, 6).close()
+    _garbage(path)
+
+    def disk_full(source, target, *args, **kwargs):
+        Path(target).write_bytes(b"")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(target))
+
+    monkeypatch.setattr("mape.knowledge.shutil.copyfile", disk_full)
+    with pytest.raises(StoreUnusable) as refused:
+        KnowledgeStore(path)
+    message = str(refused.value)
+    assert str(path) in message and "No space left on device" in message and "\n" not in message
+    monkeypatch.undo()  # space freed: the next start resumes from the kept snapshot
+    knowledge = _load(path)
+    fault("knowledge store", "resumed" if knowledge.iteration == 6 else "lost", "disk full at a restore")
+    assert knowledge.iteration == 6 and len(_aside(tmp_path)) == 1
+
+
+def test_two_stores_moved_aside_in_one_second_are_both_kept(tmp_path):
+    path = tmp_path / "k.sqlite"
+    _save_iterations(path, 4).close()
+    _bad_state(path)
+    _bad_state(Path(f"{path}.snapshot"))  # the snapshot is moved aside too, within the same second
+    assert _load(path).iteration == 0
+    assert len(_aside(tmp_path)) == 2
+
+
+def test_a_rescale_entry_a_newer_version_wrote_costs_only_itself(tmp_path, fault):
+    path = tmp_path / "k.sqlite"
+    store = KnowledgeStore(path)
+    knowledge = Knowledge.fresh(KnowledgeSettings())
+    knowledge.iteration = 7
+    knowledge.remember_rescales(
+        (CompletedRescale(100.0, 130.0, "job"), CompletedRescale(200.0, 215.0, "job"))
+    )
+    store.save(knowledge, None)
+    store.close()
+    first, second = ({**r.__dict__} for r in knowledge.rescales)
+    entries = [{**first, "new_field": 1}, {"requested_s": "soon", "granularity": "job"}, second]
+    for file in (path, Path(f"{path}.snapshot")):
+        db = sqlite3.connect(file)
+        db.execute("UPDATE state SET value = ? WHERE key = 'rescales'", (json.dumps(entries),))
+        db.commit()
+        db.close()
+    with capture_logs() as logs:
+        loaded = _load(path)
+    fault(
+        "knowledge store", "resumed" if loaded.iteration == 7 else "lost", "rescale entry of a newer version"
+    )
+    assert loaded.iteration == 7 and [r.downtime_s for r in loaded.rescales] == [30.0, 15.0]
+    skipped = [e for e in logs if e["event"] == "knowledge-store-part-skipped"]
+    assert [(e["log_level"], e["dropped_entries"], e["ignored_keys"]) for e in skipped] == [
+        ("warning", 1, ["new_field"])
+    ]
+    assert not _aside(tmp_path)
+
+
+def test_someone_elses_sqlite_database_is_refused_and_left_untouched(tmp_path, fault, capsys):
+    path = tmp_path / "app.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE users (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT)")
+    db.execute("INSERT INTO users (name) VALUES ('ada')")
+    db.commit()
+    db.close()
+    before = path.read_bytes()
+    config = Config.model_validate({"knowledge": {"path": str(path)}, "logging": {"level": "error"}})
+    code = run_daemon(config, max_iterations=1)
+    err = capsys.readouterr().err
+    fault("knowledge store", "clear-error" if code == 1 else "crashed", "someone else's SQLite database")
+    assert code == 1 and err.count("\n") == 1 and f"{path} is not a foresail knowledge store" in err
+    assert path.read_bytes() == before and not Path(f"{path}-wal").exists() and not _aside(tmp_path)
+    with pytest.raises(StoreUnusable, match="users"):
+        KnowledgeStore(path)
 
 
 def test_a_stored_time_past_the_trace_end_does_not_hang_the_start(tmp_path, fault):
