@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import TextIO
 
 import structlog
 
@@ -16,16 +17,24 @@ from backends.factory import make_real_backends
 from config.schema import Config
 from daemon.build import knowledge_settings, loop_interval_s, make_loop, surge_watch_s
 from daemon.health import DaemonMetrics, serve_health
-from daemon.lifecycle import log_started, open_store, save_and_close
+from daemon.lifecycle import load_knowledge, log_started, open_store, save_and_close
 from daemon.schedule import run_scheduled, stop_on_signals
 
 
-def run_live(config: Config, max_iterations: int | None = None, stop: threading.Event | None = None) -> int:
+def run_live(
+    config: Config,
+    max_iterations: int | None = None,
+    stop: threading.Event | None = None,
+    fresh: bool = False,
+    audit_file: TextIO | None = None,
+) -> int:
+    """The daemon on real backends until stopped; `fresh` empties the knowledge store and `audit_file`
+    first. Exit code 1 when the final save failed."""
     log = structlog.get_logger("foresail")
     metrics = DaemonMetrics()
     server = serve_health(config, metrics, log, loop_interval_s(config))
-    store = open_store(config.knowledge.path, config.knowledge.decision_history)
-    knowledge = store.load(knowledge_settings(config))
+    store = open_store(config.knowledge.path, config.knowledge.decision_history, fresh, audit_file)
+    knowledge = load_knowledge(store, knowledge_settings(config))
     backends = make_real_backends(config, metrics.rescale_outcome)
     loop = make_loop(
         config, backends.source, backends.target, knowledge, store, structlog.get_logger("foresail.audit")
@@ -75,8 +84,8 @@ def run_live(config: Config, max_iterations: int | None = None, stop: threading.
         watch = (lambda now_s: step(now_s, watch_only=True), watch_s) if watch_s else None
         iterations = run_scheduled(step, time.time, loop_interval_s(config), stop, max_iterations, watch)
     finally:
-        save_and_close(log, store, knowledge, iterations)
+        saved = save_and_close(log, store, knowledge, iterations)
         backends.close()
         if server is not None:
             server.close()
-    return 0
+    return 0 if saved else 1

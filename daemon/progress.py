@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from pathlib import Path
 from typing import TextIO
 
 from mape.loop import IterationResult
@@ -120,10 +119,3 @@ class RunProgress:
 
 def _number(value: object) -> str:
     return f"{value:.2f}" if isinstance(value, float) else str(value if value is not None else "-")
-
-
-def knowledge_files(path: str) -> list[Path]:
-    """The SQLite store and its write-ahead-log companions (what `--fresh` deletes)."""
-    if path == ":memory:":
-        return []
-    return [Path(path + suffix) for suffix in ("", "-wal", "-shm", "-journal")]

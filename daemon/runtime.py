@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 import time
 from contextlib import ExitStack
 from pathlib import Path
+from typing import TextIO
 
 import structlog
 
@@ -15,12 +17,20 @@ from backends.retry import allow_waiting
 from config.schema import Config
 from daemon.build import TwinWorld, knowledge_settings, loop_interval_s, make_loop, make_twin, surge_watch_s
 from daemon.health import DaemonMetrics, serve_health
-from daemon.lifecycle import audit_names, log_started, open_store, save_and_close
+from daemon.lifecycle import (
+    CannotStart,
+    audit_names,
+    load_knowledge,
+    log_started,
+    open_store,
+    save_and_close,
+    starting,
+)
 from daemon.logs import configure_logging
-from daemon.progress import RunProgress, clock, knowledge_files
+from daemon.progress import RunProgress, clock
 from daemon.schedule import ScaledClock, run_scheduled, run_virtual, stop_on_signals
 from forecasting.executor import InlineExecutor
-from mape.knowledge import StoreBusy
+from mape.knowledge import Knowledge, StoreBusy
 from simulator.score import score
 
 
@@ -33,11 +43,12 @@ def run_daemon(
 ) -> int:
     """Run until the trace ends, `max_iterations` ran, or SIGTERM/SIGINT; returns the exit code.
 
-    `fresh` deletes the knowledge store first. The audit log goes to `audit_log` ("-": stdout); by default
-    to stdout, except on the twin in a terminal, where a person reads the progress line and the summary
-    (stderr) and the audit log goes to a file beside the knowledge store. What stops the start (the store
-    held by another daemon, missing credentials or files) is one line on stderr: exit 1 for a busy store,
-    2 for a start-up configuration problem.
+    `fresh` empties the knowledge store and the audit log first (once this daemon holds the store, never
+    another daemon's). The audit log goes to `audit_log` ("-": stdout); by default to stdout, except on
+    the twin in a terminal, where a person reads the progress line and the summary (stderr) and the audit
+    log goes to a file beside the knowledge store. What stops the start (the store held by another daemon,
+    missing credentials or files, a path the file system refuses) is one line on stderr: exit 1 for a busy
+    store, 2 for a start-up problem. A failed final save is one line too, exit 1.
     """
     allow_waiting()
     try:
@@ -45,6 +56,9 @@ def run_daemon(
     except StoreBusy as error:
         print(f"foresail: {error}", file=sys.stderr)
         return 1
+    except CannotStart as error:
+        print(f"foresail: cannot start: {error}", file=sys.stderr)
+        return 2
     except _startup_errors() as error:
         print(f"foresail: cannot start: {type(error).__name__}: {error}", file=sys.stderr)
         return 2
@@ -63,22 +77,18 @@ def _run(
     fresh: bool,
     audit_log: str | None,
 ) -> int:
-    if fresh:
-        for path in knowledge_files(config.knowledge.path):
-            path.unlink(missing_ok=True)
     with ExitStack() as files:
         audit_path = _audit_path(config, audit_log)
-        stream = (
-            sys.stdout
-            if audit_path is None
-            else files.enter_context(open(audit_path, "w" if fresh else "a", encoding="utf-8"))
-        )
+        stream, audit_file = sys.stdout, None
+        if audit_path is not None:
+            with starting():  # appended to: `fresh` empties it only once the store is held
+                stream = audit_file = files.enter_context(open(audit_path, "a", encoding="utf-8"))
         configure_logging(config.logging.level, config.logging.format, stream, audit_names(config))
         if config.target.kind != "twin":
             from daemon.live import run_live  # real backends: Prometheus + Kubernetes or local Flink
 
-            return run_live(config, max_iterations, stop)
-        return _run_twin(config, max_iterations, stop, audit_path or "stdout")
+            return run_live(config, max_iterations, stop, fresh, audit_file)
+        return _run_twin(config, max_iterations, stop, fresh, audit_file, audit_path or "stdout")
 
 
 def _audit_path(config: Config, audit_log: str | None) -> str | None:
@@ -91,13 +101,20 @@ def _audit_path(config: Config, audit_log: str | None) -> str | None:
     return str(directory / "foresail-audit.jsonl")
 
 
-def _run_twin(config: Config, max_iterations: int | None, stop: threading.Event | None, audit: str) -> int:
+def _run_twin(
+    config: Config,
+    max_iterations: int | None,
+    stop: threading.Event | None,
+    fresh: bool,
+    audit_file: TextIO | None,
+    audit: str,
+) -> int:
     log = structlog.get_logger("foresail")
-    store = open_store(config.knowledge.path, config.knowledge.decision_history)
+    store = open_store(config.knowledge.path, config.knowledge.decision_history, fresh, audit_file)
     # Flat out on a virtual clock there is no wall time for background fits to use: run them inline.
     executor = InlineExecutor if config.twin.speedup == 0 else (lambda: None)
-    knowledge = store.load(knowledge_settings(config, executor))
-    start_s = knowledge.last_time_s or 0.0
+    knowledge = load_knowledge(store, knowledge_settings(config, executor))
+    start_s = _resume_time(knowledge, log)
     world = _resume_twin(config, store.attached("twin"), knowledge.last_target_scaleout, start_s, log)
     store.attachments["twin"] = world.twin.snapshot  # saved with every iteration
     interval_s, speedup = loop_interval_s(config), config.twin.speedup
@@ -155,9 +172,11 @@ def _run_twin(config: Config, max_iterations: int | None, stop: threading.Event 
             watching = (watch, watch_s) if watch_s else None
             iterations = run_virtual(step, start_s, interval_s, stop, max_iterations, watching)
     finally:
-        save_and_close(log, store, knowledge, iterations)
+        saved = save_and_close(log, store, knowledge, iterations)
         if server is not None:
             server.close()
+    if not saved:
+        return 1
     if iterations:
         summary = score(world.twin, slo_s=config.twin.latency_slo_s)
         print(progress.summary(summary, config.knowledge.path, audit, config.twin.workload), file=sys.stderr)
@@ -205,18 +224,40 @@ def _say_resumed(config: Config, iteration: int, start_s: float, end_s: float, i
         )
 
 
+def _resume_time(knowledge: Knowledge, log: object) -> float:
+    """Where the twin resumes: the stored loop time. One that is not a finite time >= 0 (a damaged or edited
+    store) would crash the twin's clock: it is dropped with a warning and the run starts at the trace start."""
+    last = knowledge.last_time_s
+    if last is None:
+        return 0.0
+    if isinstance(last, (int, float)) and not isinstance(last, bool) and math.isfinite(last) and last >= 0:
+        return float(last)
+    log.warning("stored-time-ignored", last_time_s=repr(last), resumed_at_s=0.0)
+    knowledge.last_time_s = None
+    return 0.0
+
+
 def _resume_twin(
     config: Config, state: dict | None, scaleout: int | None, start_s: float, log: object
 ) -> TwinWorld:
     """The simulated job as the daemon left it: its saved state (backlog, offsets, run state) when there is
-    one for `start_s`, else replayed from the trace start at the last scale-out."""
-    if state is not None and int(state.get("t", -1)) == int(start_s):
-        try:
+    one for `start_s`, else replayed from the trace start at the last scale-out. A stored value the twin
+    refuses (damaged or edited: not a finite number in its range) is dropped with a warning."""
+    try:
+        if state is not None and int(state.get("t", -1)) == int(start_s):
             world = make_twin(config, initial_scaleout=int(state["parallelism"]))
             world.twin.restore(state)
             return world
-        except (KeyError, TypeError, ValueError) as error:
-            log.warning("twin-state-not-restored", error=f"{type(error).__name__}: {error}")
-    world = make_twin(config, initial_scaleout=scaleout)
+    except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as error:
+        log.warning("twin-state-not-restored", error=f"{type(error).__name__}: {error}")
+    try:
+        world = make_twin(config, initial_scaleout=scaleout)
+    except (TypeError, ValueError, OverflowError) as error:
+        if scaleout is None:
+            raise
+        log.warning(
+            "stored-scaleout-ignored", scaleout=repr(scaleout), error=f"{type(error).__name__}: {error}"
+        )
+        world = make_twin(config)
     world.twin.advance_to(min(start_s, world.end_s))  # the simulated job kept running while away
     return world

@@ -482,22 +482,63 @@ class Twin:
 
     def restore(self, state: dict[str, object]) -> None:
         """Continue the job of `snapshot()`: simulate up to its time (the history a metrics window reads),
-        then take over its offsets and run state. Build the twin at the snapshot's parallelism first."""
-        if int(state["parallelism"]) != self.parallelism:
+        then take over its offsets and run state. Build the twin at the snapshot's parallelism first.
+        A stored state may be damaged or edited: everything is checked before anything is set, and a value
+        that is not a finite number in its range raises ValueError (the caller then replays the trace)."""
+
+        def count(name: str, value: object) -> int:  # a time, an offset, a count: whole, >= 0
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"snapshot: {name} must be a whole number >= 0, got {value!r}")
+            if value < 0 or value != int(value):
+                raise ValueError(f"snapshot: {name} must be a whole number >= 0, got {value!r}")
+            return int(value)
+
+        def size(name: str) -> float:  # finite, >= 0
+            value = state[name]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 <= value < math.inf):
+                raise ValueError(f"snapshot: {name} must be a finite number >= 0, got {value!r}")
+            return float(value)
+
+        if count("parallelism", state["parallelism"]) != self.parallelism:
             raise ValueError(f"twin at parallelism {self.parallelism}, snapshot at {state['parallelism']}")
-        t = int(state["t"])
+        t = count("t", state["t"])
         if t > self.duration_s:
             raise ValueError(f"snapshot at {t} s lies past the trace's end ({self.duration_s} s)")
+        values: dict[str, object] = {f"_{name}": count(name, state[name]) for name in (
+            "t", "log_end", "position", "high_water", "checkpoint", "processed_total", "run_start", "restarts",
+            "rescales",
+        )}  # fmt: skip
+        values["_carry"] = size("carry")
+        if not isinstance(state["running"], bool):
+            raise ValueError(f"snapshot: running must be true or false, got {state['running']!r}")
+        values["_running"] = state["running"]
+        values["_resume_at"] = None if state["resume_at"] is None else count("resume_at", state["resume_at"])
+        if not values["_checkpoint"] <= values["_position"] <= values["_high_water"] <= values["_log_end"]:
+            raise ValueError(
+                "snapshot: offsets out of order (checkpoint <= position <= high water <= log end)"
+            )
+        managed_mb = size("managed_mb")
+        vertices = state.get("vertex_parallelism") if self.granularity == "vertex" else None
+        if vertices is not None:
+            if not isinstance(vertices, list) or len(vertices) != len(self.topology.vertices):
+                raise ValueError(
+                    f"snapshot: vertex_parallelism must list {len(self.topology.vertices)} values"
+                )
+            vertices = tuple(count("vertex_parallelism", p) for p in vertices)
+            for p, vertex in zip(vertices, self.topology.vertices, strict=True):
+                if not 1 <= p <= vertex.max_parallelism:
+                    raise ValueError(
+                        f"snapshot: vertex {vertex.name} at {p}, not in 1..{vertex.max_parallelism}"
+                    )
         self.advance_to(t)
-        vertices = state.get("vertex_parallelism")
-        if self.granularity == "vertex" and vertices is not None:
-            self._deployment.vertex_parallelism = tuple(int(p) for p in vertices)
-            self._resize(max(self._deployment.vertex_parallelism), t)
-        if float(state["managed_mb"]) != self.managed_mb:
-            self._deployment.managed_mb = float(state["managed_mb"])
+        if vertices is not None:
+            self._deployment.vertex_parallelism = vertices
+            self._resize(max(vertices), t)
+        if managed_mb != self.managed_mb:
+            self._deployment.managed_mb = managed_mb
             self._resize(self.parallelism, t)
-        for name in self._SNAPSHOT_FIELDS:
-            setattr(self, name, state[name.lstrip("_")])
+        for name, value in values.items():
+            setattr(self, name, value)
 
     # ----------------------------------------------------------------------------- internals
     def _step(self) -> None:
