@@ -131,6 +131,7 @@ def _fit(args: argparse.Namespace) -> int:
 def _plan(args: argparse.Namespace) -> int:
     from config.load import load_config, with_overrides
     from daemon.build import knowledge_settings, memory_levels
+    from daemon.lifecycle import open_store
     from daemon.plan_output import seed_knowledge, write_deployment, write_plan, write_plot
     from mape.knowledge import StoreBusy
     from planning.estimator import EstimatorSettings
@@ -156,6 +157,10 @@ def _plan(args: argparse.Namespace) -> int:
         return _fail(str(error))
     timings = args.timings or ("short" if args.testbed == "local-flink" else "paper")
     estimator = EstimatorSettings(**SHORT_TIMINGS_S) if timings == "short" else EstimatorSettings()
+    try:  # a store another daemon holds, or that is no store, is said before any measurement
+        open_store(args.knowledge or args.out / "knowledge.db").close()
+    except (StoreBusy, OSError) as error:
+        return _fail(str(error), EXIT_FAILURE)
     try:
         testbed, topology, max_slots = _testbed(args, config)
     except (ValueError, RuntimeError) as error:
@@ -187,7 +192,14 @@ def _plan(args: argparse.Namespace) -> int:
             write_deployment(plan, config.memory.process_base_mb, args.out),
             write_plot(plan, args.out),
         ]
-        seeded = seed_knowledge(plan, store, knowledge_settings(config), max_scaleout, memory_levels(config))
+        seeded = seed_knowledge(
+            plan,
+            store,
+            knowledge_settings(config),
+            max_scaleout,
+            memory_levels(config),
+            args.knowledge is None,
+        )
     except (OSError, StoreBusy) as error:
         return _fail(f"the plan was made but not all written: {error}", EXIT_FAILURE)
     print(

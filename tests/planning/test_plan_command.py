@@ -71,3 +71,19 @@ def test_a_plan_that_could_not_be_written_or_run_is_one_line_before_any_measurem
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "plan" / "plan.json").exists()
+
+
+def test_a_store_another_daemon_holds_is_one_line_before_any_measurement(capsys, tmp_path, monkeypatch):
+    """It was a StoreBusy traceback after all the runs, with the plan written and the store not seeded."""
+    from mape.knowledge import KnowledgeStore
+
+    monkeypatch.chdir(tmp_path)
+    held = KnowledgeStore(tmp_path / "plan" / "knowledge.db")
+    try:
+        argv = ["plan-capacity", "--target-rate", "50000", "--out", "plan", "--max-measurements", "5"]
+        assert main(argv) == 1
+    finally:
+        held.close()
+    err = capsys.readouterr().err
+    assert "in use by another foresail daemon" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "plan" / "plan.json").exists()

@@ -1,6 +1,7 @@
 """`foresail plan-capacity` on the twin: the files it writes and the knowledge store a daemon starts from."""
 
 import json
+import shutil
 
 import pytest
 import yaml
@@ -127,6 +128,13 @@ def test_seeding_keeps_what_the_store_already_learned(tmp_path):
     observed = store.load(KnowledgeSettings()).capacity.to_dict()["observed"]
     store.close()
     assert observed["2"] == learned and "3" in observed
+    # the plan's own store in --out is the plan's alone: planned again (for another job), it is replaced
+    shutil.copyfile(path, tmp_path / "o" / "knowledge.db")
+    assert main([*argv, "--max-measurements", "4", "--out", str(tmp_path / "o")]) == 0
+    store = KnowledgeStore(tmp_path / "o" / "knowledge.db")
+    replanned = store.load(KnowledgeSettings()).capacity.to_dict()["observed"]
+    store.close()
+    assert replanned["2"]["capacity_rps"] != learned["capacity_rps"] and replanned["3"] == observed["3"]
 
 
 def test_a_stateful_job_is_seeded_per_memory_level(tmp_path):
