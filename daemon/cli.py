@@ -15,6 +15,7 @@ from pathlib import Path
 from config.advice import notes
 from config.load import ConfigError, load_config, render_example, with_overrides
 from config.schema import Config
+from daemon.finite_json import finite
 
 EXIT_OK, EXIT_FAILURE, EXIT_CONFIG = 0, 1, 2
 
@@ -239,23 +240,12 @@ def _simulate(args: argparse.Namespace) -> int:
         )
     summary = simulate(config, audit_path=args.audit_log)
     if args.json:
-        print(json.dumps(_null_for_nan(summary), allow_nan=False))
+        print(json.dumps(finite(summary), allow_nan=False))
     else:
         width = max(len(k) for k in summary)
         for key, value in summary.items():
             print(f"{key:<{width}}  {value}")
     return EXIT_OK
-
-
-def _null_for_nan(value: object) -> object:
-    """JSON has no NaN: a figure that does not exist (no record was processed) is null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _null_for_nan(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_null_for_nan(v) for v in value]
-    return value
 
 
 def _compare(args: argparse.Namespace) -> int:

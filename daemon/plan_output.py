@@ -15,6 +15,7 @@ matplotlib.use("Agg")  # files only, never a display
 import matplotlib.pyplot as plt
 import numpy as np
 
+from daemon.finite_json import finite
 from daemon.lifecycle import open_store
 from mape.knowledge import KnowledgeSettings
 from mape.vertex_knowledge import vertex_knowledge
@@ -29,20 +30,9 @@ SEEDED_AT_S = 0.0
 def write_plan(plan: CapacityPlan, out_dir: Path, extra: dict[str, object]) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "plan.json"
-    content = _finite({**extra, **plan.to_dict()})
+    content = finite({**extra, **plan.to_dict()})
     path.write_text(json.dumps(content, indent=2, allow_nan=False) + "\n", encoding="utf-8")
     return path
-
-
-def _finite(value: object) -> object:
-    """JSON has no Infinity or NaN (strict parsers refuse them): a number that is none is null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(item) for item in value]
-    return value
 
 
 def write_deployment(plan: CapacityPlan, process_base_mb: float, out_dir: Path) -> Path:
