@@ -11,6 +11,9 @@ process (tests) apart.
 
 from __future__ import annotations
 
+import errno
+import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -175,6 +178,61 @@ class DaemonMetrics:
         return self.last_iteration_at is not None and self.healthy(interval_s, unhealthy_after_loops)
 
 
+CLIENT_TIMEOUT_S = 5.0
+MAX_CLIENTS = 64
+"""Connections served at once; more are closed at once: slow clients must not take the file descriptors
+the knowledge store needs (a few hundred held the process at its limit and every save failed)."""
+
+
+class _BoundedServer(ThreadingHTTPServer):
+    """ThreadingHTTPServer for hostile clients: a bounded number of connections, a backlog that absorbs a
+    burst of probes (the default 5 made probes wait for a SYN retransmit), no spin when accept fails for
+    lack of descriptors, no traceback for a client that hangs up, IPv6 where the host is an IPv6 address."""
+
+    daemon_threads = True
+    request_queue_size = 128
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self._slots = threading.BoundedSemaphore(MAX_CLIENTS)
+        super().__init__(address, handler)
+
+    def get_request(self) -> tuple[socket.socket, object]:
+        try:
+            return super().get_request()
+        except OSError as error:  # out of descriptors: the socket stays readable, serve_forever would spin
+            if error.errno in (errno.EMFILE, errno.ENFILE):
+                time.sleep(0.1)
+            raise
+
+    def process_request(self, request: socket.socket, client_address: object) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: socket.socket, client_address: object) -> None:
+        """ThreadingMixIn's, with the slot freed before the connection closes: a client that sees it
+        closed can be served at once."""
+        try:
+            self.finish_request(request, client_address)
+        except Exception:
+            self.handle_error(request, client_address)
+        finally:
+            self._slots.release()
+            self.shutdown_request(request)
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A client that hung up or timed out is its own business; anything else is one line, no trace."""
+        error = sys.exc_info()[1]
+        if not isinstance(error, ConnectionError | TimeoutError):
+            print(f"foresail: health endpoint: {type(error).__name__}: {error}", file=sys.stderr)
+
+
 class HealthServer:
     """`/healthz`, `/readyz` and `/metrics` on a daemon thread."""
 
@@ -213,8 +271,8 @@ class HealthServer:
             def log_message(self, *args: object) -> None:  # probes every few seconds: not for the audit log
                 pass
 
-        self.server = ThreadingHTTPServer((host, port), Handler)
-        self.server.daemon_threads = True
+        Handler.timeout = CLIENT_TIMEOUT_S  # a client that sends a byte at a time holds its thread this long
+        self.server = _BoundedServer((host, port), Handler)
         self.port = self.server.server_address[1]
         self._thread = threading.Thread(target=self.server.serve_forever, name="health", daemon=True)
         self._thread.start()

@@ -86,3 +86,65 @@ def test_readyz_waits_for_the_first_iteration_then_follows_the_loop():
         assert requests.get(f"{url}/readyz", timeout=5).status_code == 503  # the loop stalled
     finally:
         server.close()
+
+
+def _server(host: str = "127.0.0.1") -> HealthServer:
+    return HealthServer(DaemonMetrics(), host, 0, lambda: True)
+
+
+def test_a_client_that_sends_a_byte_at_a_time_is_cut_off(monkeypatch):
+    """Slow clients held their connections for good; a few hundred took every file descriptor."""
+    import socket
+
+    import daemon.health
+
+    monkeypatch.setattr(daemon.health, "CLIENT_TIMEOUT_S", 0.3)
+    server = _server()
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as slow:
+            slow.sendall(b"GET /healthz HTTP/1.1\r\nX-a: ")
+            assert slow.recv(1024) == b""  # closed by the server, long before the client's 10 s
+    finally:
+        server.close()
+
+
+def test_connections_beyond_the_cap_are_closed_and_the_endpoint_serves_again_once_they_go(monkeypatch):
+    import socket
+
+    import daemon.health
+
+    monkeypatch.setattr(daemon.health, "MAX_CLIENTS", 2)
+    monkeypatch.setattr(daemon.health, "CLIENT_TIMEOUT_S", 1.0)
+    server = _server()
+    try:
+        idle = [socket.create_connection(("127.0.0.1", server.port), timeout=10) for _ in range(2)]
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as third:
+            third.sendall(b"GET /healthz HTTP/1.0\r\n\r\n")
+            assert third.recv(1024) == b""  # refused: the two idle ones hold every slot
+        for connection in idle:  # cut off by the server's timeout: their slots are free once they see it
+            assert connection.recv(1024) == b""
+            connection.close()
+        assert requests.get(f"http://127.0.0.1:{server.port}/healthz", timeout=10).status_code == 200
+    finally:
+        server.close()
+
+
+def test_a_client_that_hangs_up_leaves_no_traceback(capsys):
+    """Each reset connection printed a 1.5 KB traceback into the container's log."""
+    server = _server()
+    try:
+        try:
+            raise ConnectionResetError(104, "Connection reset by peer")
+        except ConnectionResetError:
+            server.server.handle_error(None, ("127.0.0.1", 1))
+        assert capsys.readouterr().err == ""
+    finally:
+        server.close()
+
+
+def test_an_ipv6_host_is_served():
+    server = _server("::1")
+    try:
+        assert requests.get(f"http://[::1]:{server.port}/healthz", timeout=5).status_code == 200
+    finally:
+        server.close()
