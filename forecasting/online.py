@@ -230,10 +230,8 @@ class WorkloadForecaster:
         if self._fed_until < grid.first:
             self._drop_model("the model fell behind the retained history")
             return
-        values, _ = grid.since(grid.first)
-        times_s = grid.centres_s(grid.first, grid.end)
         try:
-            self._model = advance(self._model, values, times_s, grid.end - self._fed_until, self._max_buckets)
+            self._model = self._advanced(self._model, self._fed_until)
         except Exception as exc:
             _emit("warning", "forecast_update_failed", error=repr(exc))
             self._drop_model(f"update failed: {exc!r}")
@@ -414,13 +412,18 @@ class WorkloadForecaster:
         if fed_until < grid.first:
             raise ValueError("the fit fell behind the retained history")
         if grid.end > fed_until:
-            values, _ = grid.since(grid.first)
-            times_s = grid.centres_s(grid.first, grid.end)
-            model = advance(model, values, times_s, grid.end - fed_until, self._max_buckets)
+            model = self._advanced(model, fed_until)
         predict(
             model, grid.centres_s(grid.end, grid.end + self.settings.buckets(self.settings.horizon_s) + 1)
         )
         return model
+
+    def _advanced(self, model: FittedModel, fed_until: int) -> FittedModel:
+        """`model` fed the final buckets from `fed_until` (within the retained history) to the grid's end."""
+        grid = self._grid
+        values, _ = grid.since(grid.first)
+        times_s = grid.centres_s(grid.first, grid.end)
+        return advance(model, values, times_s, grid.end - fed_until, self._max_buckets)
 
     def _submit_registry_model(self, now_s: float) -> bool:
         """Every poll interval, install a newer registry version in the background (True: swapped in at once).

@@ -320,8 +320,8 @@ class KnowledgeStore:
             self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
         )
         try:
-            tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            tables = {name for name in tables if not name.startswith("sqlite_")}
+            listed = db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            tables = {name for (name,) in listed if not name.startswith("sqlite_")}
             if tables and not tables & TABLES:  # checked before anything is written to the file
                 raise StoreUnusable(
                     f"{self.path} is not a foresail knowledge store (it holds the tables "
