@@ -12,6 +12,14 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
+_SUBTASK = "job_id, task_id, operator_id, subtask_index, task_attempt_id"
+"""Labels that name one attempt of an operator subtask in Flink's reporter, whatever scraped it: series
+sharing them are copies. Attempts stay apart: rate() divides each attempt's increase by the whole window,
+so their sum is the subtask's rate over the window."""
+_SOURCE_RATE_1M = 'rate(flink_taskmanager_job_task_operator_numRecordsOut{operator_name=~"Source.*"}[1m])'
+_PENDING = "flink_taskmanager_job_task_operator_pendingRecords"
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -45,29 +53,30 @@ class PrometheusConfig(_Section):
         description="Per-worker CPU load (0..1 of the worker's CPU budget), averaged over 60 s like the twin's.",
     )
     query_worker_throughput: str = Field(
-        'sum by (tm_id) (rate(flink_taskmanager_job_task_operator_numRecordsOut{operator_name=~"Source.*"}[1m]))',
-        description="Per-worker records/s the sources consume, over 60 s (the twin's 60 s meter).",
+        f"sum by (tm_id) (max by (tm_id, {_SUBTASK}) ({_SOURCE_RATE_1M}))",
+        description="Per-worker records/s the sources consume, over 60 s (the twin's 60 s meter). Every "
+        "series of a subtask's attempt is taken once ('max by' its job, vertex, operator, subtask and attempt) "
+        "before the sum: a TaskManager scraped twice (two scrape jobs, two Prometheus replicas behind one "
+        "query API) would otherwise count twice.",
     )
     query_input_rate: str = Field(
-        "clamp_min("
-        'sum(rate(flink_taskmanager_job_task_operator_numRecordsOut{operator_name=~"Source.*"}[1m]))'
-        "+sum(deriv(flink_taskmanager_job_task_operator_pendingRecords[1m])), 0)",
+        f"clamp_min(sum(max by ({_SUBTASK}) ({_SOURCE_RATE_1M}))"
+        f"+sum(max by ({_SUBTASK}) (deriv({_PENDING}[1m]))), 0)",
         description="Records/s arriving at the job (source rate + growth of the backlog, never below 0: "
         "the two are measured over slightly different samples, so a shrinking backlog could push the sum "
-        "negative; with Kafka, the broker's messages-in rate).",
+        "negative; with Kafka, the broker's messages-in rate). Each subtask's series once, as above.",
     )
     query_input_rate_recent: str = Field(
-        "clamp_min("
-        'sum(rate(flink_taskmanager_job_task_operator_numRecordsOut{operator_name=~"Source.*"}[20s]))'
-        "+sum(deriv(flink_taskmanager_job_task_operator_pendingRecords[20s])), 0)",
+        f"clamp_min(sum(max by ({_SUBTASK}) ({_SOURCE_RATE_1M.replace('[1m]', '[20s]')}))"
+        f"+sum(max by ({_SUBTASK}) (deriv({_PENDING}[20s]))), 0)",
         description="The same rate over a short window: the surge signal the surge watch and the surge rules "
         "read (over 1 min a step takes a minute to show in full, the watch's 10 s reads would wait for it). "
         "Needs a scrape interval of 10 s or less; where it gives no samples (a slower scrape, '' = not "
         "queried) surges are judged on query_input_rate, said once in the log.",
     )
     query_backlog: str = Field(
-        "sum(flink_taskmanager_job_task_operator_pendingRecords)",
-        description="Records waiting to be read (FLIP-33 pendingRecords summed; Kafka lag).",
+        f"sum(max by ({_SUBTASK}) ({_PENDING}))",
+        description="Records waiting to be read (FLIP-33 pendingRecords summed, each subtask's once; Kafka lag).",
     )
     query_latency_ms: str = Field(
         "max(flink_taskmanager_job_task_operator_currentEmitEventTimeLag)",
@@ -78,8 +87,9 @@ class PrometheusConfig(_Section):
         "for a p99 target, quantile 0.5 for a mean one). Optional: '' or no series and the model stays uncorrected.",
     )
     query_parallelism: str = Field(
-        "max(count by (task_name) (flink_taskmanager_job_task_numRecordsIn))",
-        description="Parallelism the job runs at now (subtasks of its widest task).",
+        "max(count by (task_name) (max by (job_id, task_name, subtask_index) "
+        "(flink_taskmanager_job_task_numRecordsIn)))",
+        description="Parallelism the job runs at now (subtasks of its widest task, each counted once).",
     )
     query_uptime: str = Field(
         "max(flink_jobmanager_job_uptime) / 1000", description="Seconds since the job last (re)started."
