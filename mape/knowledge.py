@@ -332,10 +332,8 @@ class KnowledgeStore:
             check = db.execute("PRAGMA quick_check").fetchone()[0]
             if check != "ok":
                 raise sqlite3.DatabaseError(f"integrity check failed: {check}")
-            db.execute("CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            db.execute("CREATE TABLE IF NOT EXISTS blobs (key TEXT PRIMARY KEY, value BLOB)")
-            for table in ("decisions", "recoveries"):
-                _create_journal(db, table)
+            for table in ("state", "blobs", "decisions", "recoveries"):
+                self._create_table(db, table)
         except BaseException:
             db.close()
             raise
@@ -476,7 +474,7 @@ class KnowledgeStore:
                 self._append("recoveries", knowledge.iteration, recovery.rescale_s, recovery.to_dict())
             for name, extension in knowledge.extensions.items():
                 if extension.new_records:
-                    _create_journal(self._db, _journal(name))
+                    self._create_table(self._db, _journal(name))
                 for record in extension.new_records:
                     self._append(_journal(name), knowledge.iteration, record.time_s, record.to_dict())
         if self.durable:
@@ -525,7 +523,7 @@ class KnowledgeStore:
 
     def records(self, extension: str) -> list[dict]:
         """Every record an analysis extension kept (`ExtensionState.new_records`), oldest first."""
-        _create_journal(self._db, _journal(extension))
+        self._create_table(self._db, _journal(extension))
         rows = self._db.execute(f"SELECT body FROM {_journal(extension)} ORDER BY id").fetchall()
         return [json.loads(body) for (body,) in rows]
 
@@ -537,6 +535,24 @@ class KnowledgeStore:
         if self._lock_file is not None:
             self._lock_file.close()  # releases the lock
             self._lock_file = None
+
+    def _create_table(self, db: sqlite3.Connection, table: str) -> None:
+        """Create one of the store's tables where it is missing. A table of that name with other columns
+        (edited by hand, written by another program) is renamed aside and said: left in place, every save
+        would fail on it from then on, the knowledge of the iterations after it lost."""
+        columns = _COLUMNS.get(table, _JOURNAL_COLUMNS)
+        found = tuple(row[1] for row in db.execute(f"PRAGMA table_info({table})"))
+        if found and found != tuple(column.split()[0] for column in columns):
+            aside = _free_table_name(db, f"{table}_unreadable")
+            db.execute(f"ALTER TABLE {table} RENAME TO {aside}")
+            self.log.error(
+                "knowledge-store-table-moved-aside",
+                path=self.path,
+                table=table,
+                columns=list(found),
+                moved_to=aside,
+            )
+        db.execute(f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(columns)})")
 
     def _append(self, table: str, iteration: int, time_s: float, body: dict) -> None:
         self._db.execute(
@@ -555,12 +571,22 @@ class KnowledgeStore:
         self._db.execute("COMMIT")
 
 
-def _create_journal(db: sqlite3.Connection, table: str) -> None:
-    """An append-only table of per-iteration records (decisions, recoveries, an extension's records)."""
-    db.execute(
-        f"CREATE TABLE IF NOT EXISTS {table} (id INTEGER PRIMARY KEY AUTOINCREMENT, "
-        "iteration INTEGER NOT NULL, time_s REAL NOT NULL, body TEXT NOT NULL)"
-    )
+_JOURNAL_COLUMNS = (
+    "id INTEGER PRIMARY KEY AUTOINCREMENT",
+    "iteration INTEGER NOT NULL",
+    "time_s REAL NOT NULL",
+    "body TEXT NOT NULL",
+)
+"""An append-only table of per-iteration records (decisions, recoveries, an extension's records)."""
+_COLUMNS = {
+    "state": ("key TEXT PRIMARY KEY", "value TEXT NOT NULL"),
+    "blobs": ("key TEXT PRIMARY KEY", "value BLOB"),
+}
+
+
+def _free_table_name(db: sqlite3.Connection, stem: str) -> str:
+    taken = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return next(f"{stem}_{n}" for n in range(1, len(taken) + 2) if f"{stem}_{n}" not in taken)
 
 
 def _journal(extension: str) -> str:

@@ -210,8 +210,7 @@ class MapeLoop:
                     else direction_of(decision.current_scaleout, decision.target_scaleout)
                 )
                 knowledge.recovery.start(result.time_s, direction, predicted_s, self.recovery_target_s)
-                for extension in self.analyzer.extensions:
-                    extension.after_execute(result.assessment, decision, memory_applied, knowledge)
+                self._after_execute(result, memory_applied)
                 return
         if result.observation is not None and result.observation.parallelism:
             knowledge.last_target_scaleout = result.observation.parallelism
@@ -231,8 +230,16 @@ class MapeLoop:
             return
         result.executed = True
         knowledge.record_rescale(result.time_s, decision.target_scaleout)
+        self._after_execute(result, False)
+
+    def _after_execute(self, result: IterationResult, memory_applied: bool) -> None:
+        """The extensions learn the executed decision. The rescale has happened by now: an extension that
+        fails here is an error of this iteration, not a loop that stops before the knowledge is saved."""
         for extension in self.analyzer.extensions:
-            extension.after_execute(result.assessment, decision, False, knowledge)
+            try:
+                extension.after_execute(result.assessment, result.decision, memory_applied, self.knowledge)
+            except Exception as error:
+                result.errors["after-execute"] = _describe(error)
 
     def _audit(self, result: IterationResult, iteration: int, duration_ms: float) -> None:
         """One JSON event per iteration: inputs, capacities, the decision and its reasons."""

@@ -1,6 +1,6 @@
 """The knowledge store survives: kill -9 (a hundred times), a deleted `-wal`, a damaged file, a second
 daemon (also through a symlink or with --fresh), an outside reader, a full disk at a restore, a rescale
-entry from a newer version, someone else's database, a stored time past the trace, and a resumed twin
+entry from a newer version, a journal table edited to other columns, someone else's database, a stored time past the trace, and a resumed twin
 that continues the job's backlog."""
 
 from __future__ import annotations
@@ -306,6 +306,38 @@ def test_a_rescale_entry_a_newer_version_wrote_costs_only_itself(tmp_path, fault
         ("warning", 1, ["new_field"])
     ]
     assert not _aside(tmp_path)
+
+
+def test_a_journal_edited_to_other_columns_is_moved_aside_and_saving_goes_on(tmp_path, fault):
+    path = tmp_path / "k.sqlite"
+    _save_iterations(path, 2).close()
+    db = sqlite3.connect(path)
+    db.execute("DROP TABLE decisions")
+    db.execute("CREATE TABLE decisions (id INTEGER PRIMARY KEY, note TEXT)")
+    db.execute("INSERT INTO decisions (note) VALUES ('kept by hand')")
+    db.execute("CREATE TABLE memory_decisions (id INTEGER PRIMARY KEY, what TEXT)")
+    db.commit()
+    db.close()
+    with capture_logs() as logs:
+        store = _save_iterations(path, 3)
+        records = store.records("memory")
+    saved = [d.time_s for d in store.decisions()]
+    store.close()
+    fault(
+        "knowledge store",
+        "resumed" if saved == [60.0, 120.0, 180.0] else "lost",
+        "a journal of other columns",
+    )
+    assert saved == [60.0, 120.0, 180.0] and records == []
+    moved = [(e["table"], e["moved_to"]) for e in logs if e["event"] == "knowledge-store-table-moved-aside"]
+    assert moved == [
+        ("decisions", "decisions_unreadable_1"),
+        ("memory_decisions", "memory_decisions_unreadable_1"),
+    ]
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT note FROM decisions_unreadable_1").fetchall() == [("kept by hand",)]
+    db.close()
+    assert _load(path).iteration == 3
 
 
 def test_someone_elses_sqlite_database_is_refused_and_left_untouched(tmp_path, fault, capsys):

@@ -14,6 +14,7 @@ from structlog.testing import capture_logs
 
 from config.schema import Config
 from daemon.build import make_loop, make_twin
+from mape.extensions import ObservingExtension
 from mape.knowledge import Knowledge, KnowledgeStore
 from messages.types import Observation
 
@@ -125,6 +126,23 @@ def test_a_failing_store_does_not_stop_the_loop(tmp_path):
     world.twin.advance_to(120.0)
     assert loop.iterate(120.0).time_s == 120.0
     assert loop.knowledge.iteration == 2
+
+
+def test_an_extension_failing_after_a_rescale_does_not_stop_the_loop(tmp_path):
+    config = Config.model_validate({"twin": {"initial_scaleout": 2}})  # far too few for the load
+    store = KnowledgeStore(tmp_path / "k.sqlite")
+    world, loop = _twin_loop(config, store)
+
+    class Broken(ObservingExtension):
+        def after_execute(self, assessment, decision, applied, knowledge):
+            raise TypeError("'<' not supported between instances of 'int' and 'str'")
+
+    loop.analyzer.extensions = (Broken(),)
+    executed = [r for r in _warm(world, loop, 900.0) if r.executed]
+    assert executed, "the plan should have asked for more workers"
+    assert all(r.errors["after-execute"].startswith("TypeError") for r in executed)
+    assert store.load().iteration == loop.knowledge.iteration == 15
+    assert loop.knowledge.last_rescale_s == executed[-1].time_s
 
 
 def test_an_audit_line_that_cannot_be_written_does_not_stop_the_loop(tmp_path):
