@@ -101,7 +101,7 @@ class RunProgress:
             f"foresail run: {self.iterations} iterations{self._surges()} on the digital twin "
             f"({workload}), "
             f"trace {clock(self.start_s)} → {clock(self.now_s)} of {clock(self.end_s)}, {wall_s:.1f} s wall time",
-            f"  workers      {workers}; {_number(score.get('avg_workers'))} on average so far "
+            f"  workers      {workers}; {_number(score.get('avg_workers'))} on average in this run "
             f"(the floor with perfect foresight: {_number(score.get('floor_avg_workers'))})",
             f"  rescales     {rescales}",
             f"  rules        {rules or '-'}",

@@ -31,7 +31,7 @@ from daemon.progress import RunProgress, clock
 from daemon.schedule import ScaledClock, run_scheduled, run_virtual, stop_on_signals
 from forecasting.executor import InlineExecutor
 from mape.knowledge import Knowledge, StoreBusy
-from simulator.score import score
+from simulator.score import mark, score_since
 
 
 def run_daemon(
@@ -117,6 +117,7 @@ def _run_twin(
     start_s = _resume_time(knowledge, log)
     world = _resume_twin(config, store.attached("twin"), knowledge.last_target_scaleout, start_s, log)
     store.attachments["twin"] = world.twin.snapshot  # saved with every iteration
+    started = mark(world.twin)  # a resumed twin's history before here is a replay, not what happened
     interval_s, speedup = loop_interval_s(config), config.twin.speedup
     _say_resumed(config, knowledge.iteration, start_s, world.end_s, interval_s)
     if start_s > world.end_s:
@@ -178,7 +179,7 @@ def _run_twin(
     if not saved:
         return 1
     if iterations:
-        summary = score(world.twin, slo_s=config.twin.latency_slo_s)
+        summary = score_since(world.twin, started, slo_s=config.twin.latency_slo_s)
         print(progress.summary(summary, config.knowledge.path, audit, config.twin.workload), file=sys.stderr)
     elif not stop.is_set():
         print(

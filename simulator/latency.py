@@ -57,9 +57,13 @@ class LatencyTracker:
         """Records processed (replays included) per whole-second delay; latency = index + base."""
         return self._hist[: self._max_delay_s + 1].copy()
 
-    def summary(self) -> dict[str, float]:
-        """Mean, p95 and max latency over every processed record (NaN when nothing was processed)."""
-        hist = self._hist[: self._max_delay_s + 1]
+    def summary(self, before: np.ndarray | None = None) -> dict[str, float]:
+        """Mean, p95 and max latency over every processed record (NaN when nothing was processed); with
+        `before` (an earlier `histogram`), over the records processed since."""
+        hist = self._hist[: self._max_delay_s + 1].copy()
+        if before is not None:
+            hist[: len(before)] -= before
+        hist = hist[: int(np.flatnonzero(hist)[-1]) + 1] if hist.any() else hist[:0]
         total = int(hist.sum())
         if total == 0:
             nan = float("nan")
@@ -70,5 +74,5 @@ class LatencyTracker:
         return {
             "mean_latency_s": float((hist * delays).sum() / total) + self.base_latency_s,
             "p95_latency_s": p95_delay + self.base_latency_s,
-            "max_latency_s": self._max_delay_s + self.base_latency_s,
+            "max_latency_s": len(hist) - 1 + self.base_latency_s,
         }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -58,6 +59,35 @@ def score(twin: Twin, slo_s: float = 30.0) -> dict[str, float | int]:
         "cpu_used_seconds": round(float(twin.cpu_used_seconds), 1),
         "subtask_memory_mb_seconds": round(float(twin.subtask_memory_mb_seconds), 1),
         "reference_capacity_rps": float(twin.reference_capacity_rps(twin.params.reference_scaleout)),
+    }
+
+
+@dataclass(frozen=True)
+class ScoreMark:
+    """Where a run began on a twin that already holds history (a resumed daemon's twin replays the trace
+    up to where the daemon left it, at one scale-out: not what happened then)."""
+
+    t_s: int
+    worker_seconds: int
+    latency_histogram: np.ndarray
+
+
+def mark(twin: Twin) -> ScoreMark:
+    return ScoreMark(int(twin.now_s), int(twin.worker_seconds), twin.latency.histogram)
+
+
+def score_since(twin: Twin, start: ScoreMark, slo_s: float = 30.0) -> dict[str, float | int]:
+    """The figures a run's summary prints, over the seconds since `start` only."""
+    duration_s = int(twin.now_s) - start.t_s
+    needed = oracle_workers(twin)[start.t_s :]
+    return {
+        "duration_s": duration_s,
+        "avg_workers": (twin.worker_seconds - start.worker_seconds) / duration_s if duration_s else math.nan,
+        "floor_avg_workers": _mean_floor(needed),
+        **twin.latency.summary(before=start.latency_histogram),
+        "slo_s": float(slo_s),
+        "seconds_over_slo": twin.seconds_over_slo(slo_s, start.t_s),
+        "seconds_over_slo_after_restart": twin.seconds_over_slo_after_restart(slo_s, start.t_s),
     }
 
 

@@ -327,17 +327,19 @@ class Twin:
         """Capacity of a fresh n-worker deployment (pods tm-0001..n): the yardstick for sizing and floors."""
         return self._deployment.reference_capacity_rps(self._validate_parallelism(n))
 
-    def seconds_over_slo(self, slo_s: float = 30.0) -> int:
-        """Seconds whose worst record latency (or oldest waiting record's age) exceeded the SLO."""
-        return int(np.count_nonzero(self.history.view("worst_latency_s") > slo_s))
+    def seconds_over_slo(self, slo_s: float = 30.0, from_s: int = 0) -> int:
+        """Seconds (from `from_s` on) whose worst record latency (or oldest waiting record's age) exceeded
+        the SLO."""
+        return int(np.count_nonzero(self.history.view("worst_latency_s")[from_s:] > slo_s))
 
-    def seconds_over_slo_after_restart(self, slo_s: float = 30.0) -> int:
+    def seconds_over_slo_after_restart(self, slo_s: float = 30.0, from_s: int = 0) -> int:
         """Of those seconds, the ones in an episode (consecutive seconds over the SLO) that a restart
         began: the job stood still at its first second or in the `slo_s` before, while its oldest record
         waited. The rest began while the job ran behind its load (a scale-out that ends such an episode
         does not make it a restart's). The split says which a policy must fix: fewer or better-timed
         restarts, or more capacity."""
         over = self.history.view("worst_latency_s") > slo_s
+        over[:from_s] = False
         stopped = ~self.history.view("running")
         return sum(
             end - start

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import sqlite3
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 
 from config.schema import Config
 from daemon.runtime import run_daemon
+from simulator.score import mark, score, score_since
 from simulator.twin import Twin
 
 
@@ -155,3 +157,31 @@ def test_restore_takes_over_a_sound_snapshot():
     ran, fresh = _twins()
     fresh.restore(ran.snapshot())
     assert fresh.snapshot() == ran.snapshot()
+
+
+def test_a_resumed_runs_summary_scores_only_the_seconds_it_ran(base_store, tmp_path, capsys):
+    # the twin resumes by replaying the trace to where the daemon stopped at the stored scale-out: at one
+    # worker the replay falls far behind the sine's 33,000 rps (no such thing happened), which the summary
+    # of the resumed run must not count as its own
+    path = _edited(base_store, tmp_path, "attached:twin", parallelism=1)
+    events, err = _resumed(path, capsys)
+    ran_s = max(e["time_s"] for e in _events(events, "iteration")) - 180.0
+    over = re.search(r"(\d+) s over the 30.00 s SLO", err)
+    assert over and int(over.group(1)) <= ran_s, err
+    workers = re.search(r"(min (\d+), max (\d+)\)); ([\d.]+) on average in this run", err)
+    assert workers and int(workers.group(2)) <= float(workers.group(4)) <= int(workers.group(3)), err
+
+
+def test_a_runs_score_since_a_mark_leaves_out_what_came_before():
+    trace = np.full(1800, 5000.0)
+    twin = Twin(trace, parallelism=1)  # sized for 12 workers: one falls far behind
+    twin.advance_to(300)
+    twin.scale_to(18, 300)
+    twin.advance_to(1500)
+    assert twin.backlog_records == 0
+    start = mark(twin)
+    twin.advance_to(1800)
+    since, whole = score_since(twin, start), score(twin)
+    assert whole["seconds_over_slo"] > 200 and since["seconds_over_slo"] == 0
+    assert since["avg_workers"] == 18 and since["duration_s"] == 300
+    assert since["max_latency_s"] < 30 < whole["max_latency_s"]
