@@ -94,6 +94,11 @@ class _WorkerKnowledge:
     last_seen_s: float = 0.0
 
 
+SEEDED_AT_S = 0.0
+"""When a capacity plan's capacities count as observed (daemon/plan_output.py): before any loop time, so
+every estimate of the daemon's own is newer, and an entry still at this time was never estimated here."""
+
+
 @dataclass
 class _ScaleoutKnowledge:
     capacity_rps: float
@@ -354,13 +359,21 @@ class CapacityModel:
             seen.estimates += 1
         return capacity_rps, method if reliable else f"{method}-low-load"
 
-    def seed(self, capacities_rps: dict[int, float], at_s: float) -> int:
+    def seed(self, capacities_rps: dict[int, float], at_s: float = SEEDED_AT_S) -> int:
         """Take capacities known from elsewhere (a capacity plan's testbed) as reliable observations at every
         scale-out not observed yet; the model's own reliable estimates smooth them in later. Returns how
         many were taken."""
         fresh = {n: c for n, c in capacities_rps.items() if n not in self.observed}
         self.observed.update((n, _ScaleoutKnowledge(c, at_s)) for n, c in fresh.items())
         return len(fresh)
+
+    def forget_seeded(self) -> int:
+        """Drop the seeded capacities no estimate of this model has touched yet (still at `SEEDED_AT_S`):
+        they turned out to be another job's. Returns how many."""
+        seeded = [n for n, known in self.observed.items() if known.updated_s == SEEDED_AT_S]
+        for n in seeded:
+            del self.observed[n]
+        return len(seeded)
 
     # ---- persistence ----------------------------------------------------------------------------
     def to_dict(self) -> dict:

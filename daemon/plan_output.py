@@ -24,8 +24,6 @@ from memory.levels import MemoryLevels
 from planning.plan import CapacityPlan
 from planning.seeds import core_points, vertex_seeds
 
-SEEDED_AT_S = 0.0
-
 
 def write_plan(plan: CapacityPlan, out_dir: Path, extra: dict[str, object]) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -131,6 +129,8 @@ def seed_knowledge(
       the measurements.
     - The testbed's per-vertex readings seed the per-vertex model, and its CPU and busy readings the
       TaskManagers' CPU-per-busy-second line (planning/seeds.py; what the store already learned stays).
+    - The store remembers the job's vertex names: a daemon that finds another job drops the seeds
+      (`Knowledge.check_seeded_job`).
     """
     planned = {
         **{n: c for n in range(1, max_scaleout + 1) if (c := plan.predict_rps(n, plan.memory_mb)) > 0},
@@ -139,7 +139,7 @@ def seed_knowledge(
     store = open_store(store_path, fresh=fresh)
     try:
         knowledge = store.load(settings)
-        scaleouts = knowledge.capacity.seed(planned, SEEDED_AT_S)
+        scaleouts = knowledge.capacity.seed(planned)
         seeded_levels = []
         if levels is not None and MEMORY in knowledge.extensions:
             capacities = memory_of(knowledge).capacities
@@ -148,10 +148,12 @@ def seed_knowledge(
                 if level is None or not math.isclose(levels.managed_mb(level), memory_mb, rel_tol=0.01):
                     continue
                 seeds = planned if memory_mb == plan.memory_mb else _measured(plan, memory_mb, max_scaleout)
-                if capacities.model(level).seed(seeds, SEEDED_AT_S):
+                if capacities.model(level).seed(seeds):
                     seeded_levels.append(level)
         vertices = vertex_seeds(plan.exploration.estimates, plan.memory_mb, plan.census)
         knowledge.dag.seed(vertices)
+        if vertices:
+            knowledge.seeded_for = tuple(sorted(v.name for v in vertices))
         points = core_points(plan.exploration.estimates, plan.memory_mb)
         cores_taken = knowledge.cores.seed(points)
         per_vertex = vertex_knowledge(knowledge)

@@ -58,6 +58,8 @@ class Analyzer:
         skipped, which spares their cost."""
 
     def assess(self, observation: Observation, knowledge: Knowledge) -> Assessment:
+        if knowledge.seeded_for is not None and observation.job_graph is not None:
+            knowledge.check_seeded_job(observation.job_graph)
         problems = list(observation.problems)
         implausible = plausibility.check(observation, knowledge.plausibility)
         problems.extend(map(str, implausible))

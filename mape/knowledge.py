@@ -46,7 +46,7 @@ from forecasting.online import ModelSource, WorkloadForecaster
 from forecasting.types import ForecastSettings
 from mape.extension_state import ExtensionState
 from mape.plausibility import Ledger
-from messages.types import CompletedRescale, Decision
+from messages.types import CompletedRescale, Decision, JobGraph
 from recovery.downtime import DowntimeModel
 from recovery.monitor import RecoveryMonitor
 from recovery.tracker import ObservedRecovery
@@ -143,12 +143,41 @@ class Knowledge:
     rescales: deque[CompletedRescale] = field(default_factory=lambda: deque(maxlen=RECENT_RESCALES))
     """The last rescales the execute side measured from request to running (the per-vertex path's
     downtimes, to learn its recovery from)."""
+    seeded_for: tuple[str, ...] | None = None
+    """The vertex names of the job a capacity plan seeded this store for, until the daemon saw its job's
+    graph (`check_seeded_job`)."""
 
     @property
     def informed(self) -> bool:
         """Whether it knows a capacity before this daemon's first iteration: a store a capacity plan seeded
         (daemon/plan_output.py) or one a daemon already ran on."""
         return self.iteration > 0 or bool(self.capacity.observed) or bool(self.dag.seeds)
+
+    def check_seeded_job(self, graph: JobGraph) -> None:
+        """The first job graph after a capacity plan seeded the store: when its vertex names are not the
+        planned job's, the seeds are another job's capacities (a plan of the testbed's load job, or of
+        another job, given to this daemon's knowledge.path), and whatever of them the daemon has not
+        learned over yet is dropped, said once: the daemon starts cold instead of misled. Checked once."""
+        planned, self.seeded_for = self.seeded_for, None
+        names = tuple(sorted(v.name for v in graph.vertices))
+        if planned is None or names == planned:
+            return
+        scaleouts = self.capacity.forget_seeded()
+        for state in self.extensions.values():
+            forget = getattr(state, "forget_seeded", None)
+            if callable(forget):
+                forget()
+        self.dag.seeds.clear()
+        if self.cores.stats.n and not self.iteration:  # the plan's points alone: learned with a graph only
+            self.cores = CoreModel(self.cores.settings)
+        structlog.get_logger("foresail.knowledge").error(
+            "knowledge-seeded-for-another-job",
+            planned_vertices=list(planned),
+            job_vertices=list(names),
+            dropped_scaleouts=scaleouts,
+            reason="the store was seeded by a capacity plan of another job: its capacities are not this "
+            "job's, the daemon learns its own",
+        )
 
     def remember_rescales(self, completed: tuple[CompletedRescale, ...]) -> None:
         """Keeps the measured ones (a per-vertex rescale whose timestamps Flink did not give has NaN)."""
@@ -230,6 +259,9 @@ class Knowledge:
         knowledge.last_rescale_s = loop.get("last_rescale_s")
         knowledge.last_target_scaleout = loop.get("last_target_scaleout")
         knowledge.rescale_times_s.extend(float(t) for t in loop.get("rescale_times_s", []))
+        seeded_for = loop.get("seeded_for")
+        if isinstance(seeded_for, list) and seeded_for and all(isinstance(n, str) for n in seeded_for):
+            knowledge.seeded_for = tuple(sorted(seeded_for))
         return knowledge
 
     def to_state(self, with_forecaster: bool = True) -> dict[str, Any]:
@@ -249,6 +281,7 @@ class Knowledge:
                 "last_rescale_s": self.last_rescale_s,
                 "last_target_scaleout": self.last_target_scaleout,
                 "rescale_times_s": list(self.rescale_times_s),
+                "seeded_for": None if self.seeded_for is None else list(self.seeded_for),
             },
         }
         if with_forecaster:

@@ -112,6 +112,12 @@ class VertexKnowledge:
         self.cpu_per_busy = _plausible_share(float(np.median(shares)))
         return True
 
+    def forget_seeded(self) -> None:
+        """A capacity plan's CPU per busy second turned out to be another job's (`Knowledge.check_seeded_job`):
+        before any graph was seen, nothing here was learned, so it was all seeded."""
+        if self.graph is None:
+            self.cpu_per_busy = math.nan
+
     def learn_vertex_cpu(self, shares: dict[str, float]) -> None:
         for vertex_id, share in shares.items():
             share = _plausible_share(share)

@@ -105,3 +105,13 @@ def test_store_file_is_a_valid_sqlite_database(tmp_path: Path):
     KnowledgeStore(path).save(_learned_knowledge(), None)
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+@pytest.mark.parametrize(
+    ("stored", "loaded"),
+    [(["source", "sink"], ("sink", "source")), ([1, "x"], None), ("ab", None), ([], None)],
+)
+def test_the_job_a_plan_seeded_the_store_for_survives_a_restart_and_garbage_is_ignored(stored, loaded):
+    state = Knowledge.fresh(KnowledgeSettings()).to_state()
+    state["loop"]["seeded_for"] = stored
+    assert Knowledge.from_state(state, KnowledgeSettings()).seeded_for == loaded

@@ -294,3 +294,32 @@ def test_a_seeded_stateful_daemon_weighs_other_memory_levels_at_its_first_loop(t
     assert first_loop_levels(tmp_path / "cold.jsonl") == {}
     seeded = first_loop_levels(tmp_path / "seeded.jsonl")  # the job runs at level 0 (158 MB)
     assert set(seeded) == {"2"} and all(c > 0 for c in seeded["2"].values())
+
+
+@pytest.mark.parametrize("topology", ["ysb", "wordcount"])
+def test_a_daemon_drops_the_seeds_of_a_plan_for_another_job(planned, topology, tmp_path, recorded_workloads):
+    """The plan is ysb's: a daemon on ysb keeps its seeds; one on wordcount (another graph) drops every
+    seeded capacity it has not learned over and starts cold instead of misled, said once."""
+    from structlog.testing import capture_logs
+
+    from capacity.model import SEEDED_AT_S
+    from daemon.simulate import simulate
+    from tests.conftest import trace_head
+
+    store = tmp_path / "k.db"
+    shutil.copyfile(planned / "knowledge.db", store)
+    trace = trace_head(recorded_workloads, "advertising_6h_550K_max.csv", 200, tmp_path)
+    config = Config.model_validate({"twin": {"workload": str(trace), "topology": topology}})
+    with capture_logs() as logs:
+        simulate(config, store_path=str(store))
+    knowledge_store = KnowledgeStore(store)
+    knowledge = knowledge_store.load(KnowledgeSettings())
+    knowledge_store.close()
+    seeded = [n for n, known in knowledge.capacity.observed.items() if known.updated_s == SEEDED_AT_S]
+    dropped = [e for e in logs if e["event"] == "knowledge-seeded-for-another-job"]
+    assert knowledge.seeded_for is None  # checked once
+    if topology == "ysb":
+        assert not dropped and len(seeded) > 1 and not knowledge.dag.seeds  # adopted
+        return
+    assert len(dropped) == 1 and dropped[0]["job_vertices"] == ["count", "sink", "source", "tokenizer"]
+    assert not seeded and not knowledge.dag.seeds
