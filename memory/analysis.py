@@ -13,15 +13,18 @@ import dataclasses
 import math
 
 import numpy as np
+import structlog
 
 from capacity.model import CapacityEstimate, CapacityModel, WorkerWindow
 from mape.analyze import per_second
 from mape.knowledge import Knowledge
 from memory.curve import capacities_at, observed_curve
-from memory.knowledge import MemoryKnowledge, memory_of
+from memory.knowledge import MemoryKnowledge, memory_of, reconcile
 from memory.levels import MemoryLevels
 from messages.types import Assessment, Decision, MemoryAssessment, Observation
 from recovery.predict import predict_restarts, replay_records
+
+LOG = structlog.get_logger("foresail.memory")
 
 
 class MemoryAnalysis:
@@ -50,12 +53,30 @@ class MemoryAnalysis:
         remembered per operator, so a window that lost the state metrics does not switch models.
         """
         memory = memory_of(knowledge)
+        reconcile(memory, self.levels)
         memory.history.observe(observation.operators)
-        if observation.managed_memory_mb is not None and math.isfinite(observation.managed_memory_mb):
-            memory.level = self.levels.level_of(observation.managed_memory_mb)
+        _count_stateless(memory, observation)
+        reading = self._reading(memory, observation.managed_memory_mb)
+        if reading is not None:
+            memory.level, memory.managed_mb = self.levels.level_of(reading), reading
         if not _per_level(memory):
             return None
         return memory.capacities.model(memory.level, current if memory.history.readers else None)
+
+    def _reading(self, memory: MemoryKnowledge, managed_mb: float | None) -> float | None:
+        """The window's managed memory per slot; None when not read or implausible (bad data: the memory
+        decision holds, and says why: `bad_reading`)."""
+        memory.bad_reading = None
+        if managed_mb is None or (isinstance(managed_mb, float) and math.isnan(managed_mb)):
+            return None
+        if self.levels.plausible(managed_mb):
+            return float(managed_mb)
+        memory.bad_reading = (
+            f"managed memory reading {managed_mb!r} MB per slot is implausible (levels "
+            f"{self.levels.base_mb:.0f}..{self.levels.top_mb:.0f} MB): bad data, memory held"
+        )
+        LOG.warning("memory-reading-implausible", managed_mb=managed_mb, top_mb=self.levels.top_mb)
+        return None
 
     def refine_estimate(
         self, knowledge: Knowledge, windows: list[WorkerWindow], current: int, estimate: CapacityEstimate
@@ -97,7 +118,7 @@ class MemoryAnalysis:
         memory = memory_of(knowledge)
         to_level = decision.target_memory_level if applied else view.level
         if applied:
-            memory.level = to_level
+            memory.level, memory.managed_mb = to_level, decision.target_managed_mb
         if view.stateful:
             memory.history.record(decision, view.level, to_level, view.operators)
 
@@ -122,21 +143,24 @@ class MemoryAnalysis:
     ) -> MemoryAssessment | None:
         """Current level, the operators' signals, and capacity and recovery at every other known level."""
         level = memory.level
-        managed_mb = observation.managed_memory_mb
-        if managed_mb is None or not math.isfinite(managed_mb):
+        managed_mb = memory.managed_mb
+        if managed_mb is None:
             if level is None:
                 return None  # neither observed nor ever set: memory cannot be reasoned about
             managed_mb = self.levels.managed_mb(level)
         capacities, recoveries, catch_ups = {}, {}, {}
+        top = self.levels.max_level
         if stateful and level is not None:
             if memory.history.readers:
                 capacities = {
                     other: self._cache_aware(memory, other, {}, {})[0]
-                    for other in memory.capacities.known_levels()
+                    for other in memory.capacities.known_levels(top)
                     if other != level
                 }
             else:
-                capacities = memory.capacities.estimates(self.max_scaleout, observation.time_s, skip=level)
+                capacities = memory.capacities.estimates(
+                    self.max_scaleout, observation.time_s, skip=level, max_level=top
+                )
             if forecast_rps is not None:
                 rates = per_second(
                     observation.input_timestamps_s, observation.input_rate_rps, observation.time_s
@@ -165,6 +189,16 @@ class MemoryAnalysis:
 def _per_level(memory: MemoryKnowledge) -> bool:
     """Whether the job learns capacity per memory level: it is stateful and its level is known."""
     return bool(memory.history.stateful) and memory.level is not None
+
+
+def _count_stateless(memory: MemoryKnowledge, observation: Observation) -> None:
+    """Counts the windows whose operators were reported without state (a job is released of its managed
+    memory only after enough of them: state metrics that come late must not cost a stateful job its
+    memory)."""
+    if any(o.stateful for o in observation.operators):
+        memory.stateless_windows = 0
+    elif observation.operators:
+        memory.stateless_windows += 1
 
 
 def _observe_balance(memory: MemoryKnowledge, windows: list[WorkerWindow], current: int) -> None:

@@ -11,7 +11,11 @@ never run at has no model and offers no capacities.
 
 from __future__ import annotations
 
+import structlog
+
 from capacity.model import CapacityModel, CapacitySettings
+
+LOG = structlog.get_logger("foresail.memory")
 
 Key = tuple[int, int | None]
 """(memory level, scale-out); scale-out None: one model shared by every scale-out of the level."""
@@ -56,9 +60,16 @@ class LevelCapacities:
             self.models[key] = CapacityModel(self.settings)
         return self.models[key]
 
-    def known_levels(self) -> list[int]:
-        """Levels with a capacity observed at some scale-out."""
-        return sorted({level for (level, _), model in self.models.items() if model.observed})
+    def known_levels(self, max_level: int | None = None) -> list[int]:
+        """Levels with a capacity observed at some scale-out, up to `max_level` (the store may hold levels a
+        higher `memory.max_level` of an earlier run reached: kept, but not offered)."""
+        return sorted(
+            {
+                level
+                for (level, _), model in self.models.items()
+                if model.observed and (max_level is None or level <= max_level)
+            }
+        )
 
     def observed(self, level: int) -> dict[int, float]:
         """Capacity per scale-out observed at `level` (reliable estimates where a model has any); a
@@ -76,11 +87,12 @@ class LevelCapacities:
         return result
 
     def estimates(
-        self, max_scaleout: int, now_s: float, skip: int | None = None
+        self, max_scaleout: int, now_s: float, skip: int | None = None, max_level: int | None = None
     ) -> dict[int, dict[int, float]]:
-        """Capacity per scale-out of every known level but `skip`, from each level's shared model."""
+        """Capacity per scale-out of every known level (up to `max_level`) but `skip`, from each level's
+        shared model."""
         result = {}
-        for level in self.known_levels():
+        for level in self.known_levels(max_level):
             model = self.models.get((level, None))
             if level == skip or model is None or not model.observed:
                 continue
@@ -98,8 +110,27 @@ class LevelCapacities:
         capacities = cls(settings)
         for name, model in data.get("models", {}).items():
             capacities.models[_key(name)] = CapacityModel.from_dict(model, capacities.settings)
-        capacities.balance = {int(n): float(b) for n, b in data.get("balance", {}).items()}
+        capacities.balance = _balances(data.get("balance", {}))
         return capacities
+
+
+def _balances(stored: dict) -> dict[int, float]:
+    """The stored balances that `observe_balance` would have accepted (a scale-out ≥ 1, a balance in
+    (0, 1]); the rest dropped with one warning: a balance above 1 promises more than n even workers."""
+    balances, dropped = {}, 0
+    for n, b in stored.items():
+        try:
+            scaleout, balance = int(n), float(b)
+        except (TypeError, ValueError):
+            dropped += 1
+            continue
+        if scaleout >= 1 and 0 < balance <= 1:
+            balances[scaleout] = balance
+        else:
+            dropped += 1
+    if dropped:
+        LOG.warning("memory-balance-entries-dropped", dropped_entries=dropped)
+    return balances
 
 
 def _name(key: Key) -> str:

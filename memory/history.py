@@ -7,7 +7,12 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+import structlog
+
+from memory.signals import hit_rate_of, latency_ns_of
 from messages.types import Decision, OperatorState
+
+LOG = structlog.get_logger("foresail.memory")
 
 
 @dataclass(frozen=True)
@@ -36,18 +41,20 @@ class OperatorDecision:
 
     @classmethod
     def from_dict(cls, data: dict) -> OperatorDecision:
+        """A stored entry, type-checked (a hand edit such as `"to_level": "1"` would otherwise fail a
+        comparison in the plan much later); raises ValueError or TypeError for one that is not an entry."""
         nan_if_none = {
-            k: math.nan if data.get(k) is None else float(data[k])
+            k: math.nan if data.get(k) is None else _number(data[k])
             for k in ("hit_rate_before", "latency_ns_before")
         }
         return cls(
-            operator=str(data["operator"]),
-            time_s=float(data["time_s"]),
-            from_scaleout=int(data["from_scaleout"]),
-            to_scaleout=int(data["to_scaleout"]),
-            from_level=data.get("from_level"),
-            to_level=data.get("to_level"),
-            rule=str(data["rule"]),
+            operator=_text(data["operator"]),
+            time_s=_number(data["time_s"]),
+            from_scaleout=_count(data["from_scaleout"]),
+            to_scaleout=_count(data["to_scaleout"]),
+            from_level=_level(data.get("from_level")),
+            to_level=_level(data.get("to_level")),
+            rule=_text(data["rule"]),
             **nan_if_none,
         )
 
@@ -67,7 +74,7 @@ class MemoryHistory:
         """Remember every operator that ever showed state: a window without its metrics (a restart, a
         failed query) does not make a stateful operator stateless."""
         self.stateful.update(o.name for o in operators if o.stateful)
-        self.readers.update(o.name for o in operators if o.stateful and math.isfinite(o.cache_hit_rate))
+        self.readers.update(o.name for o in operators if o.stateful and math.isfinite(hit_rate_of(o)))
 
     def record(
         self,
@@ -88,8 +95,8 @@ class MemoryHistory:
                 from_level=from_level,
                 to_level=to_level,
                 rule=decision.rule,
-                hit_rate_before=before.cache_hit_rate,
-                latency_ns_before=before.state_latency_ns,
+                hit_rate_before=hit_rate_of(before),
+                latency_ns_before=latency_ns_of(before),
             )
             self.last[name] = entry
             self.new_records.append(entry)
@@ -103,11 +110,73 @@ class MemoryHistory:
 
     @classmethod
     def from_dict(cls, data: dict) -> MemoryHistory:
-        history = cls()
-        history.stateful = set(data.get("stateful", []))
-        history.readers = set(data.get("readers", []))
-        history.last = {name: OperatorDecision.from_dict(e) for name, e in data.get("last", {}).items()}
+        """The stored history, read entry by entry: one that is not an operator name or a decision is
+        dropped with one warning, so a hand edit costs that entry, not every later save and the loop."""
+        history, dropped = cls(), 0
+        for part in ("stateful", "readers"):
+            names = _entries(data, part, list)
+            valid = {name for name in names if isinstance(name, str)}
+            dropped += len(names) - len(valid)
+            setattr(history, part, valid)
+        for name, entry in _entries(data, "last", dict).items():
+            decision = _decision(entry)
+            if isinstance(name, str) and decision is not None and decision.operator == name:
+                history.last[name] = decision
+            else:
+                dropped += 1
+        history.readers &= history.stateful
+        if dropped:
+            LOG.warning("memory-history-entries-dropped", dropped_entries=dropped)
         return history
+
+
+def stored_decisions(entries: list) -> list[OperatorDecision]:
+    """Stored decision records, the ones that are not decisions dropped with one warning."""
+    decisions = [_decision(entry) for entry in entries]
+    valid = [d for d in decisions if d is not None]
+    if len(valid) < len(decisions):
+        LOG.warning("memory-decision-records-dropped", dropped_entries=len(decisions) - len(valid))
+    return valid
+
+
+def _decision(entry: object) -> OperatorDecision | None:
+    try:
+        return OperatorDecision.from_dict(entry)  # type: ignore[arg-type]
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def _entries(data: dict, part: str, kind: type) -> list | dict:
+    """One part of the stored history; an ill-typed part counts as empty (one warning)."""
+    value = data.get(part, kind())
+    if isinstance(value, kind):
+        return value
+    LOG.warning("memory-history-part-dropped", part=part, found=type(value).__name__)
+    return kind()
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"not a string: {value!r}")
+    return value
+
+
+def _number(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"not a number: {value!r}")
+    return float(value)
+
+
+def _count(value: object) -> int:
+    """A non-negative whole number (a JSON 4.0 counts; "4", 4.5 and True do not)."""
+    number = _number(value)
+    if not (number.is_integer() and number >= 0):
+        raise ValueError(f"not a count: {value!r}")
+    return int(number)
+
+
+def _level(value: object) -> int | None:
+    return None if value is None else _count(value)
 
 
 def _rank(level: int | None) -> int:

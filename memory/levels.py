@@ -31,6 +31,11 @@ def block_cache_mb(managed_mb: float) -> float:
     return max(managed_mb - write_buffer_mb(managed_mb), 0.0)
 
 
+READING_SLACK = 4
+"""Doublings beyond the lowest and the highest level within which a managed-memory reading is plausible
+(16×: a job still at level 3 after `max_level` was lowered to 0 reads as plausible)."""
+
+
 @dataclass(frozen=True)
 class MemoryLevels:
     base_mb: float = 158.0
@@ -66,3 +71,23 @@ class MemoryLevels:
     @property
     def all(self) -> range:
         return range(self.max_level + 1)
+
+    @property
+    def top_mb(self) -> float:
+        return self.managed_mb(self.max_level)
+
+    def plausible(self, managed_mb: float) -> bool:
+        """Whether a managed-memory reading can be real: none (0), or within `READING_SLACK` doublings of
+        the levels. Far outside (a query answering in bytes, a garbled sample) it is bad data: taken at face
+        value it would price the current configuration wrongly and restart the job into another level."""
+        if not math.isfinite(managed_mb) or managed_mb < 0:
+            return False
+        if managed_mb == 0:
+            return True
+        slack = 2.0**READING_SLACK
+        return self.base_mb / slack <= managed_mb <= self.top_mb * slack
+
+    def above_top(self, managed_mb: float) -> bool:
+        """Whether `managed_mb` is nearer a level above `max_level` than the top level (in doublings): the
+        job still runs with the memory of a higher `max_level` it was configured with before."""
+        return managed_mb > 0 and math.log2(managed_mb / self.top_mb) > 0.5

@@ -19,6 +19,14 @@ explore memory levels, and a cost comparison of "n workers at level x" options.
    current level's, and leaving a configuration that holds costs a restart), unless nothing at the current
    level is valid; so the CPU plan wins ties.
 
+Before these, bad data and configuration changes are settled: an implausible managed-memory reading holds
+the memory (the CPU plan stands, with the reason); a job running with more memory than `memory.max_level`
+allows steps down to the top level (``memory-above-max-level``); a stateful job without managed memory (it
+was released while its state metrics were missing) goes back to level 0 (``memory-restore``); a stateless
+job is released only after `RELEASE_AFTER_WINDOWS` windows without state. Implausible hit rates and state
+latencies are ignored, a rollback to a level outside 0..max_level is skipped, and switching to another
+level meets the rescale budget and the scale-in checks from the real current scale-out (`_held`).
+
 A level known from capacity knowledge is never "explored" again by step 2: a scale-up that was rolled back
 stays known as the worse option, so the policy cannot oscillate up and back.
 """
@@ -29,6 +37,9 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+import numpy as np
+import structlog
+
 from mape.knowledge import Knowledge
 from mape.plan import Proposal
 from mape.proactive import ProactivePolicy
@@ -36,8 +47,21 @@ from memory.cost import Prices
 from memory.history import OperatorDecision
 from memory.knowledge import memory_of
 from memory.levels import MemoryLevels
-from memory.signals import has_signal, highest_latency_ns, lowest_hit_rate
+from memory.signals import (
+    has_signal,
+    highest_latency_ns,
+    hit_rate_of,
+    implausible,
+    latency_ns_of,
+    lowest_hit_rate,
+)
 from messages.types import Assessment, MemoryAssessment, OperatorState
+
+LOG = structlog.get_logger("foresail.memory")
+
+RELEASE_AFTER_WINDOWS = 5
+"""Windows whose operators showed no state before a job counts as stateless and its managed memory is
+released (with a scale-out): RocksDB and latency metrics may come late, or a query fail, at first."""
 
 
 @dataclass(frozen=True)
@@ -80,18 +104,37 @@ class MemoryAwarePolicy:
 
     def propose_configuration(self, assessment: Assessment, knowledge: Knowledge) -> Proposal:
         cpu = Proposal(*self.cpu.propose(assessment, knowledge))
-        memory = assessment.memory
+        try:
+            return self._decide(assessment, knowledge, cpu)
+        except (ArithmeticError, LookupError, TypeError, ValueError) as error:
+            # data no rule foresaw: the loop goes on CPU-only rather than failing every iteration
+            LOG.error("memory-decision-failed", error=f"{type(error).__name__}: {error}")
+            return _note(cpu, f"memory decision failed ({type(error).__name__}: {error}): CPU-only decision")
+
+    def _decide(self, assessment: Assessment, knowledge: Knowledge, cpu: Proposal) -> Proposal:
+        memory, bad_reading = assessment.memory, memory_of(knowledge).bad_reading
+        if bad_reading is not None:
+            return _note(cpu, bad_reading)
         if memory is None:
             return cpu
         if not memory.stateful:
-            return self._stateless(assessment, memory, cpu)
+            return self._stateless(assessment, knowledge, memory, cpu)
+        if memory.level is not None and memory.level not in self.levels.all:
+            return _note(
+                cpu, f"memory level {memory.level} outside 0..{self.levels.max_level}: CPU-only decision"
+            )
+        if memory.managed_mb > 0 and self.levels.above_top(memory.managed_mb):
+            return self._step_down(assessment, memory, cpu)
         if memory.level is None:
-            return _note(cpu, "stateful job without managed memory levels: CPU-only decision")
+            return self._restore(assessment, memory, cpu)
         operators = memory.stateful_operators
         if not any(has_signal(o) for o in operators):
             return _note(cpu, "memory signals missing (no hit rate, no state latency): CPU-only decision")
         if cpu.rule == "only-if-necessary":
             return cpu
+        bad = implausible(operators)
+        if bad:
+            cpu = _note(cpu, f"implausible state signals of {', '.join(bad)} ignored as bad data")
         if cpu.scaleout > assessment.current_scaleout:
             justin = self._justin(assessment, knowledge, memory, operators, cpu)
             if justin is not None:
@@ -99,11 +142,46 @@ class MemoryAwarePolicy:
         return self._cheapest(assessment, knowledge, memory, cpu)
 
     # ---- the rules ------------------------------------------------------------------------------
-    def _stateless(self, a: Assessment, memory: MemoryAssessment, cpu: Proposal) -> Proposal:
-        if self.settings.release_stateless and memory.managed_mb > 0 and cpu.scaleout > a.current_scaleout:
-            reason = f"no stateful operator: managed memory ({memory.managed_mb:.0f} MB) released with this scale-out"
-            return dataclasses.replace(cpu, managed_mb=0.0, memory_level=None, reasons=(*cpu.reasons, reason))
-        return cpu
+    def _stateless(
+        self, a: Assessment, knowledge: Knowledge, memory: MemoryAssessment, cpu: Proposal
+    ) -> Proposal:
+        """Release the managed memory with a scale-out, once enough windows' operators showed no state
+        (state metrics that are missing at first must not cost a stateful job its memory)."""
+        if not (
+            self.settings.release_stateless and memory.managed_mb > 0 and cpu.scaleout > a.current_scaleout
+        ):
+            return cpu
+        windows = memory_of(knowledge).stateless_windows
+        if windows < RELEASE_AFTER_WINDOWS:
+            return _note(
+                cpu,
+                f"no stateful operator in {windows} windows (release after {RELEASE_AFTER_WINDOWS}): memory kept",
+            )
+        reason = (
+            f"no stateful operator: managed memory ({memory.managed_mb:.0f} MB) released with this scale-out"
+        )
+        return dataclasses.replace(cpu, managed_mb=0.0, memory_level=None, reasons=(*cpu.reasons, reason))
+
+    def _restore(self, a: Assessment, memory: MemoryAssessment, cpu: Proposal) -> Proposal:
+        """A stateful job without managed memory (released while its state did not show) goes back to level
+        0: its RocksDB gets no block cache otherwise, and no memory rule could ever raise it."""
+        if cpu.rule == "only-if-necessary":
+            return _note(cpu, "stateful job without managed memory: back to level 0 once a restart is due")
+        managed = self.levels.managed_mb(0)
+        why = f"stateful job without managed memory ({memory.managed_mb:.0f} MB per slot)"
+        plan = f"back to level 0 ({managed:.0f} MB per slot) with {cpu.scaleout} workers ({cpu.rule})"
+        return Proposal(cpu.scaleout, "memory-restore", (why, plan, *cpu.reasons), managed, 0)
+
+    def _step_down(self, a: Assessment, memory: MemoryAssessment, cpu: Proposal) -> Proposal:
+        """A job running with more memory than `memory.max_level` allows (the option was lowered) steps down
+        to the top level, with no fewer workers than now: less memory never carries more."""
+        top, managed = self.levels.max_level, self.levels.top_mb
+        scaleout = max(cpu.scaleout, a.current_scaleout)
+        why = (
+            f"runs with {memory.managed_mb:.0f} MB per slot, above memory.max_level {top} ({managed:.0f} MB): "
+            f"down to level {top} with {scaleout} workers"
+        )
+        return Proposal(scaleout, "memory-above-max-level", (why, *cpu.reasons), managed, top)
 
     def _justin(
         self,
@@ -129,7 +207,11 @@ class MemoryAwarePolicy:
                 if unexplored and misses_left:
                     return self._level_up(a, up, "memory-up-again", f"last scale-up improved: {signals}")
                 return None
-            return self._rollback(a, knowledge, memory, last[0].from_level, signals, cpu)
+            back = last[0].from_level
+            if back not in self.levels.all:
+                LOG.warning("memory-rollback-skipped", target_level=back, max_level=self.levels.max_level)
+                return None  # a stateful job keeps a level, and the configuration may forbid the old one
+            return self._rollback(a, knowledge, memory, back, signals, cpu)
         pressure = hit_rate < s.hit_rate_threshold or latency_ns > s.latency_threshold_ns
         if pressure and unexplored:
             why = (
@@ -147,13 +229,14 @@ class MemoryAwarePolicy:
             current = now.get(entry.operator)
             if current is None:
                 continue
-            if math.isfinite(current.cache_hit_rate) and math.isfinite(entry.hit_rate_before):
+            hit_rate, latency_ns = hit_rate_of(current), latency_ns_of(current)
+            if math.isfinite(hit_rate) and math.isfinite(entry.hit_rate_before):
                 comparable = True
-                if current.cache_hit_rate >= entry.hit_rate_before + s.min_hit_rate_gain:
+                if hit_rate >= entry.hit_rate_before + s.min_hit_rate_gain:
                     return True
-            if math.isfinite(current.state_latency_ns) and math.isfinite(entry.latency_ns_before):
+            if math.isfinite(latency_ns) and math.isfinite(entry.latency_ns_before):
                 comparable = True
-                if current.state_latency_ns <= entry.latency_ns_before * (1 - s.min_latency_gain):
+                if latency_ns <= entry.latency_ns_before * (1 - s.min_latency_gain):
                     return True
         return False if comparable else None
 
@@ -178,7 +261,7 @@ class MemoryAwarePolicy:
         a: Assessment,
         knowledge: Knowledge,
         memory: MemoryAssessment,
-        back: int | None,
+        back: int,
         signals: str,
         cpu: Proposal,
     ) -> Proposal:
@@ -187,7 +270,7 @@ class MemoryAwarePolicy:
         managed = self.levels.managed_mb(back)
         why = f"last scale-up to level {memory.level} improved neither hit rate nor latency ({signals})"
         scaleout, plan = cpu.scaleout, f"scale out as planned at level {memory.level}: {cpu.scaleout} workers"
-        if back in memory.capacities_by_level:
+        if back in self._other_levels(memory):
             target, rule, reasons = self._plan_at(a, knowledge, memory, back)
             if target > scaleout:
                 scaleout, plan = target, f"at level {back}: {target} workers ({rule}: {reasons[0]})"
@@ -196,21 +279,22 @@ class MemoryAwarePolicy:
     def _cheapest(
         self, a: Assessment, knowledge: Knowledge, memory: MemoryAssessment, cpu: Proposal
     ) -> Proposal:
-        """The cheapest valid (n, level) over the levels with capacity knowledge."""
-        level, current = memory.level, a.current_scaleout
-        here = self.prices.cost(cpu.scaleout, memory.managed_mb)
+        """The cheapest valid (n, level) over the levels with capacity knowledge; "here" priced at the
+        level's memory (the reading may be off-level: Flink's default size, a unit error)."""
+        level = memory.level
+        here = self.prices.cost(cpu.scaleout, self.levels.managed_mb(level))
         if cpu.rule == "max-scaleout":
             here = math.inf  # nothing is valid at the current level
         best = (here, cpu.scaleout, level, cpu.rule, cpu.reasons)
         options = [f"level {level}: {cpu.scaleout} workers, cost {here:.2f}"]
-        capacity_now = a.capacity(current)
-        for other in sorted(memory.capacities_by_level):
+        for other in self._other_levels(memory):
             scaleout, rule, reasons = self._plan_at(a, knowledge, memory, other)
-            capacity = memory.capacities_by_level[other].get(scaleout, math.nan)
             if rule != "long-lived":
                 continue
-            if capacity < capacity_now and a.backlog_records > capacity * self.cpu.loop_interval_s:
-                continue  # less capacity while still catching up
+            held = self._held(a, knowledge, memory, other, scaleout, cpu)
+            if held is not None:
+                options.append(held)
+                continue
             cost = self.prices.cost(scaleout, self.levels.managed_mb(other))
             options.append(f"level {other}: {scaleout} workers, cost {cost:.2f}")
             if cost < best[0]:
@@ -226,21 +310,70 @@ class MemoryAwarePolicy:
         why = f"{scaleout} workers at level {chosen} ({managed:.0f} MB per slot) cost {cost:.2f} < {here:.2f}"
         return Proposal(scaleout, "cheaper-level", (why, f"{rule}: {reasons[0]}", *options), managed, chosen)
 
+    def _held(
+        self,
+        a: Assessment,
+        knowledge: Knowledge,
+        memory: MemoryAssessment,
+        level: int,
+        scaleout: int,
+        cpu: Proposal,
+    ) -> str | None:
+        """Why switching to `scaleout` workers at `level` must wait, or None. The switch restarts the job,
+        so it meets what the CPU rules ask of a rescale from the real current scale-out: the rescale budget
+        (unless the CPU plan restarts the job anyway to scale out, or nothing is valid here), no scale-in
+        while catching up, and a scale-in that pays and gives up at most `max_scale_in_share`."""
+        current, capacity = a.current_scaleout, memory.capacities_by_level[level].get(scaleout, math.nan)
+        capacity_now = a.capacity(current)
+        budget = knowledge.rescale_budget_spent(a.time_s, getattr(self.cpu, "max_rescales_per_h", None))
+        if budget and not (cpu.scaleout > current or cpu.rule == "max-scaleout"):
+            return f"level {level}: {scaleout} workers held ({budget})"
+        if capacity < capacity_now and a.backlog_records > capacity * self.cpu.loop_interval_s:
+            return f"level {level}: {scaleout} workers held (still catching up)"
+        if scaleout >= current:
+            return None
+        share = getattr(self.cpu, "max_scale_in_share", None)
+        if share is not None and not capacity >= (1.0 - share) * capacity_now:
+            return f"level {level}: {scaleout} workers give up more than {share:.0%} of the running capacity"
+        pays = getattr(self.cpu, "_scale_in_pays", None)
+        if pays is None:
+            return None
+        forecast = (
+            a.forecast_rps
+            if a.forecast_rps is not None and len(a.forecast_rps)
+            else np.array([a.workload_avg_rps])
+        )
+        worth, why = pays(self._view(a, memory, level, current), knowledge, scaleout, forecast)
+        return None if worth else f"level {level}: scale-in not worth it ({why})"
+
     def _plan_at(
         self, a: Assessment, knowledge: Knowledge, memory: MemoryAssessment, level: int
     ) -> tuple[int, str, tuple[str, ...]]:
         """The foresail rules on another level's capacities. The job does not run at that level, so no
-        scale-out there is current (current_scaleout 0): only changes, which must be long-lived."""
-        view = dataclasses.replace(
+        scale-out there is current (current_scaleout 0): only changes, which must be long-lived; what the
+        rules ask of a change from the real scale-out is checked after (`_held`)."""
+        return self.cpu.propose(self._view(a, memory, level, 0), knowledge)
+
+    def _other_levels(self, memory: MemoryAssessment) -> list[int]:
+        """The other levels worth planning: in 0..max_level, with some plausible capacity."""
+        return [
+            level
+            for level in sorted(set(memory.capacities_by_level) & set(self.levels.all))
+            if _usable(memory.capacities_by_level[level])
+        ]
+
+    @staticmethod
+    def _view(a: Assessment, memory: MemoryAssessment, level: int, current: int) -> Assessment:
+        """The assessment as at `level`, running `current` workers."""
+        return dataclasses.replace(
             a,
-            current_scaleout=0,
-            capacities_rps=memory.capacities_by_level[level],
+            current_scaleout=current,
+            capacities_rps=_usable(memory.capacities_by_level[level]),
             capacity_sources={},
             recovery_s=memory.recovery_by_level.get(level, {}),
             lag_catch_up_s=memory.lag_catch_up_by_level.get(level, {}),
             memory=None,
         )
-        return self.cpu.propose(view, knowledge)
 
 
 def _last_decisions(knowledge: Knowledge, operators: tuple[OperatorState, ...]) -> list[OperatorDecision]:
@@ -248,6 +381,11 @@ def _last_decisions(knowledge: Knowledge, operators: tuple[OperatorState, ...]) 
     last = memory_of(knowledge).history.last
     entries = [last[o.name] for o in operators if o.name in last]
     return sorted(entries, key=lambda e: e.time_s, reverse=True)
+
+
+def _usable(per_scaleout: dict[int, float]) -> dict[int, float]:
+    """The finite, positive capacities (an infinite one would promise a single worker carries all)."""
+    return {n: c for n, c in per_scaleout.items() if math.isfinite(c) and c > 0}
 
 
 def _note(proposal: Proposal, reason: str) -> Proposal:

@@ -397,8 +397,9 @@ class Assessment:
         most any of them has: beyond it more workers add (almost) nothing — a hot key group's subtask, a
         vertex at its max parallelism. None when no capacity is known. The model's predictions are
         compared as they are: lowered by the track record (`planned_capacity`) they would all lose against
-        the running scale-out's measured capacity, and the job would stay where it cannot keep up."""
-        known = {n: c for n in range(lowest, highest + 1) if math.isfinite(c := self.capacity(n))}
+        the running scale-out's measured capacity, and the job would stay where it cannot keep up. A capacity
+        that is no positive number counts as unknown."""
+        known = {n: c for n in range(lowest, highest + 1) if math.isfinite(c := self.capacity(n)) and c > 0}
         if not known:
             return None
         most = max(known.values())

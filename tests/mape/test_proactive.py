@@ -163,6 +163,13 @@ def test_nothing_valid_stops_where_more_workers_add_no_capacity():
     assert _policy().propose(_assessment(500_000, 500_000.0), _knowledge())[0] == 12
 
 
+def test_nothing_valid_and_no_positive_capacity_keeps_the_max_scaleout():
+    broken = dataclasses.replace(
+        _assessment(500_000, 500_000.0), capacities_rps=dict.fromkeys(range(1, 13), -5.0)
+    )
+    assert _policy().propose(broken, _knowledge())[:2] == (12, "max-scaleout")
+
+
 def test_unknown_capacities_and_recoveries_are_never_chosen():
     assessment = _assessment(
         25_000, 25_000.0, current=6, recovery={n: math.inf for n in range(1, 5)} | {5: 50.0}

@@ -15,7 +15,7 @@ from memory.cost import Prices
 from memory.history import OperatorDecision
 from memory.knowledge import memory_of
 from memory.levels import MemoryLevels
-from memory.policy import MemoryAwarePolicy, MemorySettings
+from memory.policy import RELEASE_AFTER_WINDOWS, MemoryAwarePolicy, MemorySettings
 from messages.types import Assessment, MemoryAssessment, OperatorState
 
 PER_WORKER_RPS = 10_000.0
@@ -104,7 +104,9 @@ def test_without_a_memory_view_the_cpu_plan_stands():
 
 # ---- stateless -----------------------------------------------------------------------------------
 def test_a_stateless_job_releases_its_managed_memory_when_it_scales_out_anyway():
-    proposal = _policy().propose_configuration(_assessment(stateful=False), Knowledge())
+    knowledge = Knowledge()
+    memory_of(knowledge).stateless_windows = RELEASE_AFTER_WINDOWS  # its state queries answered: no state
+    proposal = _policy().propose_configuration(_assessment(stateful=False), knowledge)
     assert (proposal.scaleout, proposal.rule, proposal.managed_mb) == (5, "long-lived", 0.0)
     assert proposal.memory_level is None
 
@@ -144,9 +146,14 @@ def test_missing_signals_leave_a_cpu_only_decision():
     assert any("signals missing" in r for r in proposal.reasons)
 
 
-def test_a_stateful_job_without_a_memory_level_gets_a_cpu_only_decision():
+def test_a_stateful_job_without_a_memory_level_goes_back_to_level_0():
     proposal = _policy().propose_configuration(_assessment(level=None, managed_mb=0.0), _knowledge())
-    assert (proposal.scaleout, proposal.managed_mb) == (5, None)
+    assert (proposal.scaleout, proposal.rule, proposal.managed_mb, proposal.memory_level) == (
+        5,
+        "memory-restore",
+        158.0,
+        0,
+    )
 
 
 def test_rescale_only_if_necessary_also_holds_the_memory():

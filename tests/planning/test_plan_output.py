@@ -2,6 +2,7 @@
 
 import json
 import shutil
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -168,6 +169,11 @@ def test_a_stateful_job_is_seeded_per_memory_level(tmp_path):
     assert {int(n): c["capacity_rps"] for n, c in job_level.items()} == pytest.approx(at_plan)
     for n, rates in measured[plan["memory_mb_per_slot"]].items():  # measured wins over the surrogate
         assert at_plan[n] == pytest.approx(sum(rates) / len(rates))
+    other_job = SimpleNamespace(
+        vertices=[SimpleNamespace(name="Source: clicks"), SimpleNamespace(name="Sink")]
+    )
+    knowledge.check_seeded_job(other_job)  # the graph of another job: every level's seeds go too
+    assert levels.known_levels() == [] and not knowledge.capacity.observed
 
     argv[-2:] = ["158", "250"]  # 250 MB is level 1's 316 by the nearest doubling, not its size
     assert main([*argv, "--out", str(tmp_path / "p")]) == 0

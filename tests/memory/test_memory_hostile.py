@@ -1,0 +1,196 @@
+"""Hostile inputs to the memory levels: a lowered `max_level`, hand-edited stores, late state metrics,
+implausible readings, a spent rescale budget, a changed `base_mb`. Each is bad data or a configuration
+change: the loop must keep deciding, safely."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+
+from mape.knowledge import Knowledge
+from mape.proactive import ProactivePolicy
+from memory.analysis import MemoryAnalysis
+from memory.capacities import LevelCapacities
+from memory.cost import Prices
+from memory.history import MemoryHistory
+from memory.knowledge import MEMORY, MemoryKnowledge, memory_of
+from memory.levels import MemoryLevels
+from memory.policy import MemoryAwarePolicy, MemorySettings
+from messages.types import Assessment, Observation, OperatorState
+from tests.memory.test_memory_capacity import _learn
+from tests.memory.test_memory_policy import NOW_S, _assessment, _knowledge, _policy, _scaled_up
+
+LOWERED = MemoryLevels(158.0, 1)
+"""`memory.max_level` lowered from 3 (the store's) to 1."""
+
+
+def _observation(managed_mb: float | None, stateful: bool = True) -> Observation:
+    return Observation(
+        time_s=600.0,
+        window_s=60.0,
+        input_timestamps_s=np.arange(545.0, 601.0, 5.0),
+        input_rate_rps=np.full(12, 1000.0),
+        workers=(),
+        backlog_records=0.0,
+        parallelism=2,
+        uptime_s=600.0,
+        operators=(OperatorState("lookup", stateful, 0.5),),
+        managed_memory_mb=managed_mb,
+    )
+
+
+def _plain_assessment() -> Assessment:
+    return Assessment(
+        time_s=600.0,
+        current_scaleout=2,
+        workload_avg_rps=1000.0,
+        workload_max_rps=1000.0,
+        backlog_records=0.0,
+        capacities_rps={},
+        capacity_sources={},
+        forecast_rps=None,
+        recovery_s={},
+    )
+
+
+def _lowered_policy(**cpu_options) -> MemoryAwarePolicy:
+    cpu = ProactivePolicy(1, 12, recovery_target_s=600.0, loop_interval_s=60.0, **cpu_options)
+    return MemoryAwarePolicy(cpu, LOWERED, Prices(), MemorySettings())
+
+
+def _with_memory(state: dict) -> Knowledge:
+    knowledge = Knowledge()
+    knowledge.extensions[MEMORY] = MemoryKnowledge.from_dict(state)
+    return knowledge
+
+
+# ---- 1. a lowered max_level ------------------------------------------------------------------------
+def test_a_saved_level_above_a_lowered_max_level_is_clamped_and_its_memory_kept():
+    knowledge = _with_memory({"level": 3, "history": {"stateful": ["lookup"]}})
+    analysis = MemoryAnalysis(LOWERED, 18, 60.0)
+    observation = _observation(managed_mb=None)  # the managed memory is not read
+    analysis.capacity_model(observation, knowledge, 2)
+    memory = analysis.refine(observation, knowledge, _plain_assessment()).memory
+    assert (memory.level, memory.managed_mb) == (1, 1264.0)
+
+
+def test_capacities_of_levels_above_max_level_are_not_offered():
+    capacities = LevelCapacities()
+    _learn(capacities, 0, 2, 5_000.0, configuration=True)
+    _learn(capacities, 3, 2, 9_000.0, configuration=True)
+    knowledge = _with_memory({"levels": capacities.to_dict(), "history": {"stateful": ["lookup"]}})
+    memory_of(knowledge).history.readers = {"lookup"}
+    analysis = MemoryAnalysis(LOWERED, 18, 60.0)
+    observation = _observation(managed_mb=316.0)
+    analysis.capacity_model(observation, knowledge, 2)
+    memory = analysis.refine(observation, knowledge, _plain_assessment()).memory
+    assert memory.level == 1 and set(memory.capacities_by_level) == {0}
+
+
+def test_a_job_running_above_a_lowered_max_level_steps_down_to_the_top_level():
+    proposal = _lowered_policy().propose_configuration(_assessment(level=1, managed_mb=1264.0), _knowledge())
+    assert (proposal.rule, proposal.managed_mb, proposal.memory_level) == ("memory-above-max-level", 316.0, 1)
+    assert proposal.scaleout >= 4
+
+
+def test_a_rollback_to_a_level_above_max_level_is_skipped():
+    knowledge = _knowledge(_scaled_up(2, 3, hit_rate=0.5))  # the last step, under max_level 3
+    proposal = _lowered_policy().propose_configuration(_assessment(level=1, managed_mb=316.0), knowledge)
+    assert proposal.rule != "memory-rollback" and proposal.memory_level in (None, 0, 1)
+
+
+# ---- 2. an ill-typed history ------------------------------------------------------------------------
+def test_an_ill_typed_history_entry_is_dropped_and_the_rest_kept_and_saved():
+    entry = {
+        "operator": "lookup",
+        "time_s": 9400,
+        "from_scaleout": 4,
+        "to_scaleout": 4,
+        "from_level": 0,
+        "to_level": 1,
+        "rule": "memory-up",
+    }
+    history = MemoryHistory.from_dict(
+        {
+            "stateful": [1, "lookup", "join"],
+            "readers": ["lookup", None],
+            "last": {"lookup": entry, "join": {**entry, "operator": "join", "to_level": "1"}},
+        }
+    )
+    assert history.stateful == {"lookup", "join"} and history.readers == {"lookup"}
+    assert set(history.last) == {"lookup"} and history.last["lookup"].to_level == 1
+    json.dumps(history.to_dict())  # saving works again
+
+
+# ---- 3. state metrics missing at first ------------------------------------------------------------
+def test_a_job_whose_state_has_not_shown_yet_keeps_its_memory_when_it_scales_out():
+    knowledge = Knowledge()
+    analysis = MemoryAnalysis(MemoryLevels(), 18, 60.0)
+    analysis.capacity_model(_observation(158.0, stateful=False), knowledge, 4)
+    proposal = _policy().propose_configuration(_assessment(stateful=False), knowledge)
+    assert proposal.scaleout == 5 and proposal.managed_mb is None
+
+
+# ---- 4. implausible readings ------------------------------------------------------------------------
+def test_an_implausible_managed_memory_reading_holds_the_memory_and_says_so():
+    knowledge = _knowledge()
+    analysis = MemoryAnalysis(MemoryLevels(), 18, 60.0)
+    analysis.capacity_model(_observation(158.0), knowledge, 4)
+    for bad_mb in (1e12, 158.0 * 1048576, -5.0, math.inf):  # garbled, in bytes, negative
+        analysis.capacity_model(_observation(bad_mb), knowledge, 4)
+        assert memory_of(knowledge).level == 0
+        proposal = _policy().propose_configuration(_assessment(managed_mb=bad_mb), knowledge)
+        assert proposal.managed_mb is None and "implausible" in proposal.reasons[-1]
+
+
+def test_an_implausible_state_latency_is_no_memory_pressure():
+    proposal = _policy().propose_configuration(_assessment(hit_rate=math.nan, latency_ns=1e30), _knowledge())
+    assert (proposal.rule, proposal.managed_mb) == ("long-lived", None)
+
+
+# ---- 5. the rescale budget ---------------------------------------------------------------------------
+def test_another_level_waits_for_the_rescale_budget_like_a_scale_in():
+    policy = _lowered_policy(max_rescales_per_h=2)
+    knowledge = _knowledge()
+    knowledge.record_rescale(NOW_S - 1000.0, 8)  # the budget less one rescale is spent
+    cheaper = {1: {n: n * 20_000.0 for n in range(1, 13)}}
+    assessment = _assessment(current=8, hit_rate=0.95, latency_ns=1e4, others=cheaper)
+    proposal = policy.propose_configuration(assessment, knowledge)
+    assert (proposal.scaleout, proposal.managed_mb) == (8, None)
+    fresh = policy.propose_configuration(assessment, _knowledge())
+    assert fresh.rule == "cheaper-level"  # the same switch with budget left
+
+
+# ---- 6. a hand-edited balance ------------------------------------------------------------------------
+def test_a_stored_balance_outside_0_to_1_is_dropped():
+    stored = {"balance": {"2": 0.5, "4": 50.0, "6": 0.0, "8": "x"}}
+    assert LevelCapacities.from_dict(stored).balance == {2: 0.5}
+
+
+# ---- 7. a changed base_mb ---------------------------------------------------------------------------
+def test_capacities_follow_their_mb_when_base_mb_changes_and_the_rest_is_dropped():
+    capacities = LevelCapacities()
+    _learn(capacities, 2, 2, 5_000.0, configuration=True)  # 632 MB at base 158
+    state = {
+        "levels": capacities.to_dict(),
+        "history": {"stateful": ["lookup"]},
+        "level": 2,
+        "base_mb": 158.0,
+    }
+    halved = _with_memory(state)
+    MemoryAnalysis(MemoryLevels(79.0, 3), 18, 60.0).capacity_model(_observation(None), halved, 2)
+    assert set(memory_of(halved).capacities.models) == {(3, 2)} and memory_of(halved).level == 3
+    assert memory_of(halved).to_dict()["base_mb"] == 79.0
+    other = _with_memory(state)
+    MemoryAnalysis(MemoryLevels(100.0, 3), 18, 60.0).capacity_model(_observation(None), other, 2)
+    assert memory_of(other).capacities.known_levels() == []  # 632 MB is no level of base 100
+
+
+def test_another_level_gives_up_at_most_max_scale_in_share_of_the_running_capacity():
+    cheaper = {1: {n: n * 20_000.0 for n in range(1, 13)}}
+    assessment = _assessment(current=8, hit_rate=0.95, latency_ns=1e4, others=cheaper)
+    assert _lowered_policy().propose_configuration(assessment, _knowledge()).scaleout == 3  # 60k of 80k
+    held = _lowered_policy(max_scale_in_share=0.2).propose_configuration(assessment, _knowledge())
+    assert held.rule != "cheaper-level" and held.managed_mb is None
