@@ -89,11 +89,7 @@ class ProactivePolicy:
 
     def propose(self, assessment: Assessment, knowledge: Knowledge) -> tuple[int, str, tuple[str, ...]]:
         a = assessment
-        forecast = (
-            a.forecast_rps
-            if a.forecast_rps is not None and len(a.forecast_rps)
-            else np.array([a.workload_avg_rps])
-        )
+        forecast = planned_forecast(a)
         upper = forecast_upper(a, forecast)
         current = a.current_scaleout
         average = a.workload_avg_rps
@@ -167,7 +163,7 @@ class ProactivePolicy:
                 skipped.append(too_far)
                 continue
             if scaleout < current:
-                worth, why = self._scale_in_pays(a, knowledge, scaleout, forecast)
+                worth, why = self.scale_in_pays(a, knowledge, scaleout, forecast)
                 if not worth:
                     not_worth.append(why)
                     continue
@@ -225,7 +221,7 @@ class ProactivePolicy:
             ),
         )
 
-    def _scale_in_pays(
+    def scale_in_pays(
         self, a: Assessment, knowledge: Knowledge, scaleout: int, forecast: np.ndarray
     ) -> tuple[bool, str]:
         """Whether scaling in to `scaleout` saves more worker-seconds than it costs.
@@ -312,6 +308,13 @@ def _lowered(a: Assessment, scaleout: int) -> str:
 def _idle(average_rps: float, next_loop_max_rps: float, backlog_records: float, interval_s: float) -> bool:
     """No load now or until the next loop, and no more waiting than an idle loop's worth of records."""
     return average_rps < IDLE_RPS and next_loop_max_rps < IDLE_RPS and backlog_records < IDLE_RPS * interval_s
+
+
+def planned_forecast(a: Assessment) -> np.ndarray:
+    """The per-second forecast the rules plan on; without one, the window's average load."""
+    if a.forecast_rps is not None and len(a.forecast_rps):
+        return np.asarray(a.forecast_rps, dtype=float)
+    return np.array([a.workload_avg_rps])
 
 
 def forecast_upper(a: Assessment, forecast: np.ndarray) -> np.ndarray:

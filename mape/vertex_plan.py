@@ -75,7 +75,7 @@ from capacity.dag import DagModel
 from capacity.latency import seconds_over_target_after_pause
 from mape.knowledge import Knowledge
 from mape.plan import Proposal
-from mape.proactive import forecast_upper
+from mape.proactive import forecast_upper, planned_forecast
 from mape.vertex_knowledge import VertexKnowledge, vertex_knowledge
 from messages.types import Assessment, JobGraph
 from recovery.predict import predict_recovery_s
@@ -460,7 +460,7 @@ class VertexPolicy:
         if not recent > running.capacity_rps or (math.isfinite(expected) and recent <= expected):
             return None
         now = a.surge_load_rps
-        level = max(now, _peak(_forecast(a), self.loop_interval_s))
+        level = max(now, _peak(planned_forecast(a), self.loop_interval_s))
         piled_up = a.backlog_records + now * context.state.downtime.estimate("out")
         needed = level + piled_up / self.surge_drain_s
         config = sizing.configuration(needed, current, context.floors)
@@ -497,7 +497,7 @@ class VertexPolicy:
         surge = self._surge(a, context)
         if surge is not None:
             return surge
-        forecast = _forecast(a)
+        forecast = planned_forecast(a)
         average, horizon_max = a.workload_avg_rps, float(forecast.max())
         next_loop = _peak(forecast, self.loop_interval_s)
         load = (
@@ -716,14 +716,7 @@ def _carried(a: Assessment, loop_interval_s: float) -> float:
     forecaster's first model that bound is the fallback window's peak, which a falling load's linear
     trend, running to 0, leaves behind: on the twin's session job × tm a cold start scaled every vertex in
     to 1 subtask at 290 rps, then spent 6 minutes over the SLO behind the ramp that followed."""
-    return max(a.workload_avg_rps, _peak(forecast_upper(a, _forecast(a)), loop_interval_s))
-
-
-def _forecast(a: Assessment) -> np.ndarray:
-    """The per-second forecast, or the window's average where there is none."""
-    if a.forecast_rps is not None and len(a.forecast_rps):
-        return np.asarray(a.forecast_rps, dtype=float)
-    return np.array([a.workload_avg_rps])
+    return max(a.workload_avg_rps, _peak(forecast_upper(a, planned_forecast(a)), loop_interval_s))
 
 
 def _labelled(config: VertexConfiguration, current: Mapping[str, int], down: str) -> dict[str, str]:

@@ -37,12 +37,11 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-import numpy as np
 import structlog
 
 from mape.knowledge import Knowledge
 from mape.plan import Proposal
-from mape.proactive import ProactivePolicy
+from mape.proactive import ProactivePolicy, planned_forecast
 from memory.cost import Prices
 from memory.history import OperatorDecision
 from memory.knowledge import memory_of
@@ -325,25 +324,18 @@ class MemoryAwarePolicy:
         while catching up, and a scale-in that pays and gives up at most `max_scale_in_share`."""
         current, capacity = a.current_scaleout, memory.capacities_by_level[level].get(scaleout, math.nan)
         capacity_now = a.capacity(current)
-        budget = knowledge.rescale_budget_spent(a.time_s, getattr(self.cpu, "max_rescales_per_h", None))
+        budget = knowledge.rescale_budget_spent(a.time_s, self.cpu.max_rescales_per_h)
         if budget and not (cpu.scaleout > current or cpu.rule == "max-scaleout"):
             return f"level {level}: {scaleout} workers held ({budget})"
         if capacity < capacity_now and a.backlog_records > capacity * self.cpu.loop_interval_s:
             return f"level {level}: {scaleout} workers held (still catching up)"
         if scaleout >= current:
             return None
-        share = getattr(self.cpu, "max_scale_in_share", None)
+        share = self.cpu.max_scale_in_share
         if share is not None and not capacity >= (1.0 - share) * capacity_now:
             return f"level {level}: {scaleout} workers give up more than {share:.0%} of the running capacity"
-        pays = getattr(self.cpu, "_scale_in_pays", None)
-        if pays is None:
-            return None
-        forecast = (
-            a.forecast_rps
-            if a.forecast_rps is not None and len(a.forecast_rps)
-            else np.array([a.workload_avg_rps])
-        )
-        worth, why = pays(self._view(a, memory, level, current), knowledge, scaleout, forecast)
+        view = self._view(a, memory, level, current)
+        worth, why = self.cpu.scale_in_pays(view, knowledge, scaleout, planned_forecast(view))
         return None if worth else f"level {level}: scale-in not worth it ({why})"
 
     def _plan_at(
