@@ -342,6 +342,8 @@ class KnowledgeStore:
         try:
             return self._connect()
         except sqlite3.DatabaseError as error:
+            if not _damaged(error):  # the file may be sound: the disk is full, or it cannot be written
+                raise StoreUnusable(f"knowledge store {self.path} cannot be opened: {error}") from None
             self._replace_damaged(f"{type(error).__name__}: {error}")
         try:
             return self._connect()
@@ -615,6 +617,16 @@ _COLUMNS = {
     "state": ("key TEXT PRIMARY KEY", "value TEXT NOT NULL"),
     "blobs": ("key TEXT PRIMARY KEY", "value BLOB"),
 }
+
+
+def _damaged(error: sqlite3.DatabaseError) -> bool:
+    """Whether an error opening the store says the file is damaged (corrupt, not a database, its integrity
+    check failed), not that the disk or the file refuses to be written (full, an I/O error, read-only):
+    moving a sound store aside for that would start the daemon afresh on the next open."""
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is None:
+        return not isinstance(error, sqlite3.OperationalError)
+    return code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
 
 
 def _free_table_name(db: sqlite3.Connection, stem: str) -> str:

@@ -154,6 +154,6 @@ def test_an_os_error_inside_the_run_is_not_taken_for_a_start_up_problem(tmp_path
     def broken(*args, **kwargs):
         raise OSError(errno.EIO, "a bug after the start")
 
-    monkeypatch.setattr("daemon.runtime.score", broken)
+    monkeypatch.setattr("daemon.runtime.score_since", broken)
     with pytest.raises(OSError, match="a bug after the start"):
         run_daemon(_config(tmp_path / "k.sqlite"), max_iterations=1, audit_log=str(tmp_path / "a.jsonl"))

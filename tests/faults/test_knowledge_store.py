@@ -1,6 +1,6 @@
 """The knowledge store survives: kill -9 (a hundred times), a deleted `-wal`, a damaged file, a second
 daemon (also through a symlink or with --fresh), an outside reader, a full disk at a restore, a rescale
-entry from a newer version, a journal table edited to other columns, someone else's database, a stored time past the trace, and a resumed twin
+entry from a newer version, a journal table edited to other columns, a full disk at the first open, someone else's database, a stored time past the trace, and a resumed twin
 that continues the job's backlog."""
 
 from __future__ import annotations
@@ -337,6 +337,35 @@ def test_a_journal_edited_to_other_columns_is_moved_aside_and_saving_goes_on(tmp
     db = sqlite3.connect(path)
     assert db.execute("SELECT note FROM decisions_unreadable_1").fetchall() == [("kept by hand",)]
     db.close()
+    assert _load(path).iteration == 3
+
+
+def test_a_disk_that_refuses_writes_at_the_first_open_moves_nothing_aside(tmp_path, fault):
+    """A full disk (here: a file-size limit, which SQLite meets as an I/O error) is no damaged store: the
+    sound store and its snapshot stay where they are, and the open fails with one line."""
+    path = tmp_path / "k.sqlite"
+    _save_iterations(path, 3).close()
+    opener = (
+        "import resource, signal, sys\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "from mape.knowledge import KnowledgeStore, StoreUnusable\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
+        "try:\n"
+        f"    KnowledgeStore({str(path)!r})\n"
+        "except StoreUnusable as error:\n"
+        "    print(error)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", opener], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    refused = "cannot be opened: disk I/O error" in result.stdout
+    fault(
+        "knowledge store",
+        "clear-error" if refused and not _aside(tmp_path) else "moved aside",
+        "a full disk at the first open",
+    )
+    assert refused and result.stdout.count("\n") == 1, result
+    assert not _aside(tmp_path)
     assert _load(path).iteration == 3
 
 
