@@ -91,10 +91,15 @@ def _observations(tmp_path_factory, restart: bool) -> dict[int, Observation]:
     return readings
 
 
+def _rounded(values: np.ndarray) -> list[float]:
+    return np.round(values, 6).tolist()
+
+
 def _reading(observation: Observation) -> tuple:
-    workers = [(w.worker_id, w.cpu.tolist(), w.throughput_rps.tolist()) for w in observation.workers]
+    """The figures the default queries read, rounded: Prometheus adds series in no fixed order."""
+    workers = [(w.worker_id, _rounded(w.cpu), _rounded(w.throughput_rps)) for w in observation.workers]
     return (
-        observation.input_rate_rps.tolist(),
+        _rounded(observation.input_rate_rps),
         workers,
         observation.backlog_records,
         observation.parallelism,
