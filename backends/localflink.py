@@ -32,7 +32,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import structlog
@@ -71,6 +71,8 @@ class LocalFlinkCluster:
         self.conf_dir = Path(conf_dir)
         self.state_dir = Path(state_dir)
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.logs: dict[int, Path] = {}
+        """Pid → log file of every process this object started."""
         if not (self.flink_home / "bin" / "taskmanager.sh").is_file():
             raise FileNotFoundError(
                 f"no Flink distribution at {self.flink_home} (bin/taskmanager.sh missing)"
@@ -203,9 +205,16 @@ class LocalFlinkCluster:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                start_new_session=True,  # outlives the daemon; a restarted daemon adopts it
+                start_new_session=True,  # a Ctrl-C on the terminal is the caller's to handle
+                preexec_fn=self._before_exec(),
             )
+        self.logs[process.pid] = log_path
         return process.pid
+
+    def _before_exec(self) -> Callable[[], None] | None:
+        """What a started process runs before Flink's script: nothing here, the daemon's processes outlive
+        it and a restarted daemon adopts them."""
+        return None
 
     def _alive(self, name: str, java_class: str) -> list[int]:
         pids = [pid for pid in self._read(name) if _is_process(pid, java_class)]

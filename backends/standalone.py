@@ -112,9 +112,20 @@ def write_conf(home: Path, conf_dir: Path, settings: dict[str, str | None]) -> N
 
 def build_load_job(home: Path, build_dir: Path) -> Path:
     """javac the load job against Flink's lib/*, packed into a jar in usrlib/ (where the application
-    entry point looks for it); raises RuntimeError naming what failed."""
+    entry point looks for it); raises RuntimeError with one line naming what failed (javac's output goes
+    to `build_dir`/javac.log: against a directory that is no Flink distribution it is hundreds of lines)."""
     classes = build_dir / "classes"
-    classes.mkdir(parents=True, exist_ok=True)
+    try:
+        classes.mkdir(parents=True, exist_ok=True)
+        _javac(home, classes, build_dir / "javac.log")
+        return _install_jar(home, classes)
+    except OSError as error:
+        raise RuntimeError(
+            f"cannot build the load job: {error.strerror or error}: {error.filename}"
+        ) from error
+
+
+def _javac(home: Path, classes: Path, log: Path) -> None:
     try:
         javac = subprocess.run(
             ["javac", "-nowarn", "-cp", f"{home}/lib/*", "-d", str(classes), str(LOAD_JOB_SOURCE)],
@@ -125,12 +136,25 @@ def build_load_job(home: Path, build_dir: Path) -> Path:
     except FileNotFoundError as error:
         raise RuntimeError("javac not found: a JDK is needed to build the load job") from error
     if javac.returncode != 0:
-        raise RuntimeError(f"javac failed:\n{javac.stderr}")
-    (home / "usrlib").mkdir(exist_ok=True)
-    jar = home / "usrlib" / LOAD_JOB_JAR
-    staging = build_dir / LOAD_JOB_JAR
-    subprocess.run(["jar", "cf", str(staging), "-C", str(classes), "."], check=True)
-    os.replace(staging, jar)  # atomic: a cluster of a parallel run never sees half a jar
+        log.write_text(javac.stderr)
+        raise RuntimeError(f"javac could not build the load job against {home}/lib; its errors are in {log}")
+
+
+def _install_jar(home: Path, classes: Path) -> Path:
+    """The jar, staged inside usrlib/ itself: os.replace is atomic (a cluster of a parallel run never
+    sees half a jar) only within one file system, and the build directory may be on another."""
+    usrlib = home / "usrlib"
+    usrlib.mkdir(exist_ok=True)
+    jar = usrlib / LOAD_JOB_JAR
+    staging = usrlib / f".{LOAD_JOB_JAR}.{os.getpid()}.tmp"
+    try:
+        packed = subprocess.run(["jar", "cf", str(staging), "-C", str(classes), "."], check=False)
+    except FileNotFoundError as error:
+        raise RuntimeError("jar not found: a JDK is needed to build the load job") from error
+    if packed.returncode != 0:
+        staging.unlink(missing_ok=True)
+        raise RuntimeError(f"jar could not pack the load job into {staging}")
+    os.replace(staging, jar)
     return jar
 
 

@@ -4,10 +4,15 @@ testbed before deployment, or (`plan-capacity fit`) fit released StreamBed measu
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import math
 import os
+import shutil
+import signal
 import sys
+import threading
 from pathlib import Path
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
@@ -129,19 +134,23 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from config.load import load_config, with_overrides
-    from daemon.build import knowledge_settings, memory_levels
-    from daemon.lifecycle import open_store
-    from daemon.plan_output import seed_knowledge, write_deployment, write_plan, write_plot
-    from mape.knowledge import StoreBusy
-    from planning.estimator import EstimatorSettings
-    from planning.explorer import ExplorerSettings
-    from planning.flink_testbed import FlinkTestbedError
-    from planning.plan import PlanError, make_plan
-
     problem = _plan_argument_problem(args)
     if problem is not None:
         return _fail(problem)
+    with _stop_on_signals():
+        try:
+            return _plan_checked(args)
+        except _Stopped as stopped:
+            return _fail(_stopped_message(stopped.signum, args), 128 + stopped.signum)
+        except OSError as error:
+            return _fail(_one_line(error), EXIT_FAILURE)
+
+
+def _plan_checked(args: argparse.Namespace) -> int:
+    """The arguments checked against the config and this machine, then the run under OUT's lock."""
+    from config.load import load_config, with_overrides
+    from planning.explorer import ExplorerSettings
+
     config = load_config(args.config)
     config = with_overrides(config, "twin", topology=args.topology)
     memories = tuple(args.memory_profiles or (config.memory.base_mb,))
@@ -155,16 +164,38 @@ def _plan(args: argparse.Namespace) -> int:
         )
     except ValueError as error:
         return _fail(str(error))
+    if args.testbed == "local-flink" and (problem := _machine_problem(args, memories)) is not None:
+        return _fail(problem)
+    lock = _lock_out(args.out)
+    if lock is None:
+        return _fail(f"--out {args.out}: another plan-capacity run is using the directory", EXIT_FAILURE)
+    with lock:
+        return _plan_locked(args, config, explorer)
+
+
+def _plan_locked(args: argparse.Namespace, config, explorer) -> int:
+    from daemon.build import knowledge_settings, memory_levels
+    from daemon.lifecycle import open_store
+    from daemon.plan_output import seed_knowledge, write_deployment, write_plan, write_plot
+    from mape.knowledge import StoreBusy
+    from planning.estimator import EstimatorSettings
+    from planning.flink_testbed import FlinkTestbedError
+    from planning.plan import PlanError, make_plan
+
     timings = args.timings or ("short" if args.testbed == "local-flink" else "paper")
     estimator = EstimatorSettings(**SHORT_TIMINGS_S) if timings == "short" else EstimatorSettings()
+    store = args.knowledge or args.out / "knowledge.db"
     try:  # a store another daemon holds, or that is no store, is said before any measurement
-        open_store(args.knowledge or args.out / "knowledge.db").close()
+        if args.knowledge is not None or store.exists():
+            open_store(store).close()
     except (StoreBusy, OSError) as error:
         return _fail(str(error), EXIT_FAILURE)
+    previous = _move_earlier_outputs(args.out, args.knowledge is None)
+    kept = f" (the earlier run's outputs are in {previous})" if previous else ""
     try:
         testbed, topology, max_slots = _testbed(args, config)
-    except (ValueError, RuntimeError) as error:
-        return _fail(str(error), EXIT_FAILURE)
+    except (ValueError, RuntimeError, OSError) as error:
+        return _fail(f"{_one_line(error)}{kept}", EXIT_FAILURE)
     try:
         if args.budget_max is not None and args.budget_max > max_slots:
             return _fail(
@@ -180,11 +211,10 @@ def _plan(args: argparse.Namespace) -> int:
             key_census=args.testbed == "twin" and args.key_census is not False,
         )
     except (PlanError, FlinkTestbedError) as error:
-        return _fail(str(error), EXIT_FAILURE)
+        return _fail(f"{error}{kept}", EXIT_FAILURE)
     finally:
         getattr(testbed, "close", lambda: None)()
     extra = {"testbed": args.testbed, "topology": topology, "timings": timings}
-    store = args.knowledge or args.out / "knowledge.db"
     max_scaleout = max(config.scaling.max_scaleout, plan.slots)
     try:
         paths = [
@@ -221,6 +251,103 @@ def _plan(args: argparse.Namespace) -> int:
         f"true rates of {seeded.vertices} vertices, CPU per busy second from {seeded.core_points} tests"
     )
     return EXIT_OK
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+LOCK_FILE = ".plan-capacity.lock"
+
+
+class _Stopped(BaseException):
+    """A signal stopped the run: raised where the run is, so every `finally` (the testbed's close) runs."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _stop_on_signals():
+    """SIGINT, SIGTERM and SIGHUP raise `_Stopped` once, later ones are ignored: a SIGTERM used to leave
+    the testbed's cluster running, a Ctrl-C printed a traceback, a second one another inside the close.
+    After a stop they stay ignored (the command is ending: a late Ctrl-C must not print a traceback)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def ignore(*_: object) -> None:
+        pass
+
+    def stop(signum: int, _frame: object) -> None:
+        for number in STOP_SIGNALS:
+            signal.signal(number, ignore)
+        raise _Stopped(signum)
+
+    previous = {number: signal.signal(number, stop) for number in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        if signal.getsignal(signal.SIGINT) is stop:  # not stopped: the caller's handlers again
+            for number, handler in previous.items():
+                signal.signal(number, handler)
+
+
+def _stopped_message(signum: int, args: argparse.Namespace) -> str:
+    what = "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
+    if args.testbed == "local-flink":
+        return f"{what}; the testbed cluster was stopped, no plan was written"
+    return f"{what}; no plan was written"
+
+
+def _lock_out(out: Path):
+    """An exclusive lock on OUT for the run (None: another run holds it): two runs on one directory
+    shared its testbed deployments and killed each other's Flink processes."""
+    lock = (out / LOCK_FILE).open("a")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        return None
+    return lock
+
+
+def _move_earlier_outputs(out: Path, own_store: bool) -> Path | None:
+    """An earlier run's outputs (and its store in OUT) go to OUT/previous/ as a run starts: a run that
+    fails must not leave them looking like its result, and a user may still want them."""
+    names = list(OUTPUT_FILES)
+    if own_store:
+        names += sorted(p.name for p in out.glob("knowledge.db*") if not p.name.endswith(".lock"))
+    earlier = [out / name for name in names if (out / name).exists()]
+    if not earlier:
+        return None
+    previous = out / "previous"
+    shutil.rmtree(previous, ignore_errors=True)
+    previous.mkdir()
+    for path in earlier:
+        os.replace(path, previous / path.name)
+    return previous
+
+
+def _one_line(error: Exception) -> str:
+    if isinstance(error, OSError):
+        return f"{error.strerror or error}: {error.filename}"
+    return str(error)
+
+
+def _machine_problem(args: argparse.Namespace, memories: tuple[float, ...]) -> str | None:
+    """A budget this machine cannot hold (a TaskManager per slot at the largest memory profile, beside
+    the JobManager): 63 TaskManagers of 1,118 MB once started on a 23 GB machine."""
+    from planning.flink_testbed import JOBMANAGER_MB, PROCESS_BASE_MB, available_memory_mb, largest_deployment
+
+    available = available_memory_mb()
+    largest = largest_deployment(PROCESS_BASE_MB, max(memories), available)
+    if args.budget_max <= largest:
+        return None
+    taskmanager = PROCESS_BASE_MB + max(memories)
+    return (
+        f"--budget-max {args.budget_max}: local-flink runs a {taskmanager:,.0f} MB TaskManager per slot "
+        f"(memory profile {max(memories):g} MB) beside a {JOBMANAGER_MB:,.0f} MB JobManager, and this "
+        f"machine has {available:,.0f} MB available: at most {largest} slots"
+    )
 
 
 def _plan_argument_problem(args: argparse.Namespace) -> str | None:
@@ -276,9 +403,10 @@ def _testbed(args: argparse.Namespace, config):
     from planning.flink_testbed import FlinkTestbedSettings, LoadJob, LocalFlinkTestbed
 
     home = config.local_flink.flink_home or os.environ.get("FLINK_HOME")
-    if not home or not (Path(home) / "bin" / "taskmanager.sh").is_file():
+    if not home or not (Path(home) / "bin" / "taskmanager.sh").is_file() or not _flink_dist(Path(home)):
         raise ValueError(
-            f"local-flink: no Flink distribution at {home!r} (set local_flink.flink_home or FLINK_HOME)"
+            f"local-flink: no Flink distribution at {home!r} (bin/taskmanager.sh and lib/flink-dist*.jar; "
+            "set local_flink.flink_home or FLINK_HOME)"
         )
     workdir = (args.out / "testbed").resolve()
     try:  # built afresh: a jar left by an older foresail lacks gauges the testbed reads
@@ -290,6 +418,10 @@ def _testbed(args: argparse.Namespace, config):
     max_rate = args.max_rate if args.max_rate is not None else 2 * args.target_rate
     settings = FlinkTestbedSettings(Path(home), workdir, max_rate, LoadJob(args=job_args))
     return LocalFlinkTestbed(settings), f"load job {' '.join(job_args)}".strip(), MAX_PLANNED_SLOTS
+
+
+def _flink_dist(home: Path) -> bool:
+    return any((home / "lib").glob("flink-dist*.jar"))
 
 
 def twin_testbed(config):

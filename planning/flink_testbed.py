@@ -14,14 +14,21 @@ Counters, not Flink's per-second meters: those average over the last 60 s and wo
 Flink's REST API answers from its previous fetch of the metrics, so a read repeats until the source's
 `clockMs` gauge is newer than the read's start and every vertex's counters come from that one fetch; that
 gauge's instant is the reading's time.
+
+The cluster's processes die with the planner (PR_SET_PDEATHSIG), and a process that exits is named with
+its log as soon as it is missed; a run's first deployment stops what an earlier, killed run on the same
+directory left (`clear_workdir`).
 """
 
 from __future__ import annotations
 
+import ctypes
 import math
 import os
+import shutil
+import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,6 +57,11 @@ every `POLL_S` take it as soon as it has landed. Polling well inside the 500 ms 
 meanwhile, so the reading's instant stays a fraction of a second after the phase boundary (a read after
 the interval would start the next fetch, land on it, and count more of the next phase)."""
 FRESH_TIMEOUT_S = 15.0
+PROCESS_BASE_MB = 960.0
+"""A testbed TaskManager's process memory besides its managed memory."""
+JOBMANAGER_MB = 768.0
+"""The JobManager's process size (`jobmanager.memory.process.size` of backends/standalone.py)."""
+_PR_SET_PDEATHSIG = 1
 
 SMALL_BUFFERS_CONF = {
     # Little data in flight between the vertices, so a rate change reaches the sink in seconds: 4 KiB
@@ -67,6 +79,56 @@ SMALL_BUFFERS_CONF = {
 
 class FlinkTestbedError(RuntimeError):
     """The testbed could not deploy or read the job (the message says what and where its logs are)."""
+
+
+def available_memory_mb() -> float:
+    """MemAvailable of /proc/meminfo (MB); infinite where the kernel does not say."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return math.inf
+
+
+def largest_deployment(process_base_mb: float, memory_mb: float, available_mb: float) -> int:
+    """Most one-slot TaskManagers of `memory_mb` managed memory this machine holds beside the JobManager:
+    more would swap or be killed mid-measurement, and a measured MST would be the machine's, not the job's."""
+    if math.isinf(available_mb):
+        return 2**31
+    return max(0, math.floor((available_mb - JOBMANAGER_MB) / (process_base_mb + memory_mb)))
+
+
+class _TestbedCluster(LocalFlinkCluster):
+    """A cluster whose processes die with the planner, even on SIGKILL (the daemon's outlive it). Linux
+    ties PR_SET_PDEATHSIG to the thread that spawned the process: deploy from the thread that runs the
+    whole plan (the planner's main thread)."""
+
+    def _before_exec(self) -> Callable[[], None]:
+        return _die_with(os.getpid())
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _die_with(parent: int):
+    """A child's pre-exec: SIGKILL when `parent` exits (Linux's PR_SET_PDEATHSIG; kept across exec)."""
+
+    def arm() -> None:
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the planner died before the line above
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return arm
+
+
+def clear_workdir(flink_home: Path, workdir: Path) -> None:
+    """Stop the processes an earlier run on this directory left (its planner was killed: they are
+    orphans, never to be adopted as this run's) and remove its deployments."""
+    for state in sorted(workdir.glob("deployment-*/state")):
+        LocalFlinkCluster(flink_home, state.parent / "conf", state).stop_all()
+        shutil.rmtree(state.parent, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -87,7 +149,7 @@ class FlinkTestbedSettings:
     job: LoadJob = LoadJob()
     flink_conf: Mapping[str, str] = field(default_factory=lambda: dict(SMALL_BUFFERS_CONF))
     """Flink settings added to the testbed's."""
-    process_base_mb: float = 960.0
+    process_base_mb: float = PROCESS_BASE_MB
     """TaskManager process memory besides the managed memory per slot."""
     start_timeout_s: float = 180.0
 
@@ -118,6 +180,8 @@ class LocalFlinkTestbed:
         self._trace: TraceFile | None = None
         self._job_id = ""
         self._slots = 0
+        self._started: list[int] = []
+        """The TaskManagers the deployment runs on: one gone means the cluster, not the job, failed."""
         self._vertices: list[tuple[str, str, int, int]] = []
         """(id, name, parallelism, key groups or 0) in topological order, the source first."""
         self._upstream: dict[str, str] = {}
@@ -132,13 +196,15 @@ class LocalFlinkTestbed:
         s = self.settings
         if not (s.flink_home / "usrlib").is_dir():
             raise FlinkTestbedError(f"no usrlib/ in {s.flink_home}: build the load job into it first")
+        if self._deployments == 0:
+            clear_workdir(s.flink_home, s.workdir)
         self._deployments += 1
         workdir = s.workdir / f"deployment-{self._deployments}-{slots}x{memory_mb:g}mb"
         rest_port = free_port()
         conf = cluster_settings(workdir, rest_port, free_port_range(REPORTER_PORTS), REPORTER_PORTS)
         conf |= {"metrics.fetcher.update-interval": "500", **s.flink_conf}
         write_conf(s.flink_home, workdir / "conf", conf)
-        cluster = LocalFlinkCluster(s.flink_home, workdir / "conf", workdir / "state")
+        cluster = _TestbedCluster(s.flink_home, workdir / "conf", workdir / "state")
         cluster.set_memory(memory_mb, s.process_base_mb + memory_mb)
         self._cluster, self._rest = cluster, FlinkRest(f"http://127.0.0.1:{rest_port}")
         self._trace = TraceFile(workdir / "trace.txt", 0)
@@ -147,6 +213,7 @@ class LocalFlinkTestbed:
             cluster.scale_to(slots)
         except TaskManagersFailed as error:
             raise FlinkTestbedError(str(error)) from error
+        self._started = cluster.taskmanagers()
         self._await_running(slots, workdir)
         self._slots = slots
         self._trace.anchor(self._await(self._trace_start_s, workdir, "the load job's trace clock"))
@@ -172,6 +239,26 @@ class LocalFlinkTestbed:
         if self._cluster is not None:
             self._cluster.stop_all()
         self._cluster = self._rest = self._trace = None
+        self._started = []
+
+    def _dead_process(self) -> str | None:
+        """Which of the deployment's processes exited, with its log; None: all run."""
+        cluster = self._cluster
+        if cluster is None:
+            return None
+        if cluster.jobmanager() is None:
+            return f"the JobManager exited; its log: {cluster.state_dir / 'jobmanager.log'}"
+        alive = set(cluster.taskmanagers())
+        dead = [pid for pid in self._started if pid not in alive]
+        if not dead:
+            return None
+        log = cluster.logs.get(dead[0], cluster.state_dir)
+        return f"{len(dead)} of {len(self._started)} TaskManagers exited; the log of one: {log}"
+
+    def _raise_if_dead(self) -> None:
+        dead = self._dead_process()
+        if dead is not None:
+            raise FlinkTestbedError(dead)
 
     # ---- reading Flink --------------------------------------------------------------------------
     def _reading(self, phase: Phase, before: _Counters, after: _Counters) -> PhaseReading:
@@ -211,6 +298,7 @@ class LocalFlinkTestbed:
         deadline = time.monotonic() + FRESH_TIMEOUT_S
         while True:  # the source alone until its fetch is fresh; then the rest, and the source again
             time.sleep(POLL_S)
+            self._raise_if_dead()  # a dead process is said at once, not as metrics that stay stale
             source = self._vertex_metrics(source_id)
             clocks = _clocks(source)
             if max(clocks.values(), default=math.nan) >= requested_ms:
@@ -280,6 +368,7 @@ class LocalFlinkTestbed:
             ids = [m["id"] for m in self._get(base) if m["id"].split(".")[-1] in wanted]
             answer = self._get(base, {"get": ",".join(ids)}) if ids else []
         except (requests.RequestException, KeyError, TypeError, ValueError) as error:
+            self._raise_if_dead()
             raise FlinkTestbedError(f"reading vertex {vertex_id}'s metrics: {error!r:.160}") from error
         values = {}
         for metric in answer:
@@ -319,8 +408,7 @@ class LocalFlinkTestbed:
     def _await(self, condition, workdir: Path, what: str):
         deadline = time.monotonic() + self.settings.start_timeout_s
         while time.monotonic() < deadline:
-            if self._cluster.jobmanager() is None:
-                raise FlinkTestbedError(f"the JobManager exited; logs in {workdir / 'state'}")
+            self._raise_if_dead()
             try:
                 value = condition()
             except (requests.RequestException, GraphUnavailable, FlinkTestbedError):

@@ -195,7 +195,8 @@ def test_a_stateful_job_is_seeded_per_memory_level(tmp_path):
         ),
     ],
 )
-def test_bad_plan_arguments_are_one_line(argv, message, capsys):
+def test_bad_plan_arguments_are_one_line(argv, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # `--out x` names a directory here, not in the checkout
     assert main(["plan-capacity", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
