@@ -112,6 +112,17 @@ def network_latency_s(stations: Sequence[Station], cores: Sequence[int], source_
     return total / source_rps
 
 
+def service_floor_s(stations: Sequence[Station], source_rps: float) -> float:
+    """E[T] with cores enough that nothing queues, (1/λ_0) Σ_j λ_j / μ_j: no parallelism gets below it, so
+    a target under it cannot be met (the greedy would add cores up to every vertex's limit trying)."""
+    if not source_rps > 0:
+        return math.nan
+    return (
+        sum(s.arrival_rps / s.service_rps for s in stations if s.arrival_rps > 0 and s.service_rps > 0)
+        / source_rps
+    )
+
+
 @dataclass(frozen=True)
 class Allocation:
     """The greedy's result: cores per station, the latency they give, whether it meets the target, and

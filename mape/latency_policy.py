@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from capacity.key_groups import key_group_owner
-from capacity.latency import Station, greedy_allocation, network_latency_s
+from capacity.latency import Station, greedy_allocation, network_latency_s, service_floor_s
 from capacity.model import CapacityModel
 from capacity.regression import RegressionStats
 from mape.extensions import ObservingExtension
@@ -51,6 +51,10 @@ from messages.types import Assessment, LatencyAssessment, Observation, VertexAss
 LATENCY = "latency"
 MET_SHARE = 0.99
 """Share of the seconds the latency target should hold in: it spaces voluntary rescales."""
+MAX_STEADY_LATENCY_S = 3600.0
+"""A latency above this in a window that kept up with its load (no backlog) is no reading but bad data (a
+unit error, a garbled sample): learned, one such window bent the correction line for good."""
+
 _KEPT_ERRORS = 500
 CORE = "'s core"
 
@@ -210,12 +214,14 @@ def latency_need(a: Assessment, knowledge: Knowledge, target_s: float, max_scale
         return LatencyNeed(None, ("latency: no vertex's true rate known yet: recovery objective",))
     correction = latency_of(knowledge)
     model_target_s = correction.model_target_s(target_s)
-    if model_target_s <= 0:
+    floor_s = service_floor_s(queues, peak)
+    if not model_target_s > floor_s:
+        shown_s = correction.corrected_s(floor_s if math.isfinite(floor_s) else 0.0)
         return LatencyNeed(
             None,
             (
-                f"latency: the job shows {correction.corrected_s(0.0) * 1000:.0f} ms without queueing, "
-                f"above the {target_s * 1000:.0f} ms target: no scale-out meets it",
+                f"latency: the job shows {shown_s * 1000:.0f} ms without queueing, at or above the "
+                f"{target_s * 1000:.0f} ms target: no scale-out meets it",
             ),
         )
     allocation = greedy_allocation(queues, peak, model_target_s)
@@ -394,10 +400,13 @@ def vertex_latency_terms(
     peak = forecast_peak_rps(a)
     queues = stations(a.vertices, knowledge, peak, max_slots) if math.isfinite(peak) and peak > 0 else []
     model_target_s = correction.model_target_s(target_s)
-    if not queues or model_target_s <= 0:
+    if not queues:
         return LatencyTerms(
             {}, slack_s, budget_s, ("latency: no floor (no true rate or no load yet)", allowance)
         )
+    if not model_target_s > service_floor_s(queues, peak):
+        why = f"latency: no floor (the {target_s * 1000:.0f} ms target is below the job's latency without queueing)"
+        return LatencyTerms({}, slack_s, budget_s, (why, allowance))
     allocation = greedy_allocation(queues, peak, model_target_s)
     ids = {v.name: v.vertex_id for v in a.vertices}
     floors = {ids[q.name]: k for q, k in zip(queues, allocation.cores, strict=True)}
@@ -462,7 +471,11 @@ class LatencyLearning(ObservingExtension):
         )
         model_s = self._model_s(a, knowledge)
         predicted_s = correction.corrected_s(model_s)  # NaN in, NaN out
-        learned = self._steady(observation, knowledge, a) and math.isfinite(model_s) and observed_s > 0
+        learned = (
+            self._steady(observation, knowledge, a)
+            and math.isfinite(model_s)
+            and 0 < observed_s <= MAX_STEADY_LATENCY_S
+        )
         if learned:
             correction.learn(model_s, observed_s)
         summary = correction.summary()

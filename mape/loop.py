@@ -158,9 +158,12 @@ class MapeLoop:
                 result.decision = self.plan.decide(result.assessment, knowledge)
             except Exception as error:
                 result.errors["plan"] = _describe(error)
-        skew = skew_of(knowledge)
-        if skew is not None:
-            result.skew = {v.name: _skew_fields(v) for v in skew.vertices.values()}
+        try:  # what the audit reports of skew: a damaged part of it must not stop the iteration
+            skew = skew_of(knowledge)
+            if skew is not None:
+                result.skew = {v.name: _skew_fields(v) for v in skew.vertices.values()}
+        except Exception as error:
+            result.errors["skew"] = _describe(error)
         if result.decision is None:
             current = knowledge.last_target_scaleout or 0
             result.decision = Decision(

@@ -128,6 +128,24 @@ def test_a_target_below_the_fixed_latency_cannot_be_met_by_scaling():
     assert need.scaleout is None and "no scale-out meets it" in need.reasons[0]
 
 
+@pytest.mark.parametrize("target_s", [0.5005, 0.502])
+def test_a_target_the_service_times_alone_exceed_sets_no_floor_and_no_maximum(target_s):
+    # the job shows 0.5 s beside the queues and its service times add 9 ms: a target 0.5-2 ms above
+    # the fixed latency is out of reach at any parallelism, not a reason to take every vertex to 18
+    vertices = (_vertex("e1", 200.0), _vertex("e2", 500.0, ratio=2.0))
+    knowledge = Knowledge()
+    for _ in range(5):
+        latency_of(knowledge).learn(1e-3, 0.501)
+    need = latency_need(_assessment(1_000, vertices), knowledge, target_s, 18)
+    assert need.scaleout is None and "no scale-out meets it" in need.reasons[0]
+    terms = vertex_latency_terms(_assessment(1_000, vertices), knowledge, target_s, 18, 0.99)
+    assert terms.floors == {} and "below the job's latency without queueing" in terms.reasons[0]
+    assert vertex_latency_terms(_assessment(1_000, vertices), knowledge, 2.0, 18, 0.99).floors == {
+        "e1": 6,
+        "e2": 5,
+    }
+
+
 def test_the_correction_follows_a_line_once_the_model_latency_spreads():
     state = LatencyKnowledge()
     for model_s in np.linspace(0.01, 0.2, 20):
@@ -325,3 +343,5 @@ def test_steady_windows_teach_the_correction_and_every_window_reports_the_latenc
         seen = learning.refine(window, knowledge, assessment).latency
         assert not seen.learned_from and seen.windows == 2, seen
     assert seen.shown_ms is None and seen.corrected_ms == pytest.approx(50.0)
+    garbled = learning.refine(_window(np.full(60, 1e15)), knowledge, steady).latency  # no steady reading
+    assert not garbled.learned_from and garbled.windows == 2 and garbled.corrected_ms == pytest.approx(50.0)

@@ -145,6 +145,20 @@ def test_an_extension_failing_after_a_rescale_does_not_stop_the_loop(tmp_path):
     assert loop.knowledge.last_rescale_s == executed[-1].time_s
 
 
+def test_a_skew_summary_that_fails_does_not_stop_the_iteration(tmp_path, monkeypatch):
+    store = KnowledgeStore(tmp_path / "k.sqlite")
+    world, loop = _twin_loop(_config(), store)
+
+    def broken(knowledge):
+        raise TypeError("'>=' not supported between instances of 'str' and 'int'")
+
+    monkeypatch.setattr("mape.loop.skew_of", broken)
+    world.twin.advance_to(60.0)
+    result = loop.iterate(60.0)
+    assert result.errors["skew"].startswith("TypeError") and result.decision is not None
+    assert store.load().iteration == 1
+
+
 def test_an_audit_line_that_cannot_be_written_does_not_stop_the_loop(tmp_path):
     world, loop = _twin_loop(_config(), KnowledgeStore(tmp_path / "k.sqlite"))
 
