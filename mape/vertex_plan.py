@@ -10,12 +10,14 @@ Daedalus's recovery bound, every changed vertex in one rescale.
 - Slot sharing: subtask i of every vertex runs in slot i and they share its core, so every slot must fit:
   r · Σ_v c_v · a_v · share_v,i / rate_v,i ≤ `SLOT_CPU` (c_v the vertex's CPU per busy second,
   mape/vertex_knowledge.py; shares and rates per subtask, skew included: a hot key's subtask loads its
-  own slot, not slot 0). While the fullest slot does not fit, the vertex whose next subtask relieves it
-  most gets one (rule ``slot-cpu``), where that adds no slot first. Then, where that took more slots than
-  the vertices need, a search for a placement on fewer (rule ``slot-placement``): a vertex running fewer
-  subtasks than there are slots leaves the last slots to the others, e.g. a hot key's subtask a slot of
-  its own.
-- Forward edges keep both ends at the same parallelism (Flink chains or pairs them pointwise). A vertex
+  own slot, not slot 0). While the fullest slot does not fit, the vertex (with its forward partners) whose
+  next subtask relieves it most gets one (rule ``slot-cpu``), where that adds no slot first. Then, where
+  that took more slots than the vertices need, a search for a placement on fewer (rule
+  ``slot-placement``): a vertex running fewer subtasks than there are slots leaves the last slots to the
+  others, e.g. a hot key's subtask a slot of its own.
+- Forward edges keep both ends at the same parallelism (Flink chains or pairs them pointwise): vertices
+  joined by forward edges grow as one unit, never above the smallest max parallelism among them (Flink
+  rejects a vertex above its own with HTTP 400); no step of the sizing raises a vertex above it. A vertex
   of unknown rate (a legacy source reports no busy time) runs as wide as the widest vertex it feeds.
 - Slots = the largest parallelism per slot-sharing group, summed over groups; TaskManagers =
   ⌈slots / slots per TaskManager⌉.
@@ -175,6 +177,7 @@ class Sizing:
             self.curves[vertex.vertex_id] = capacities
             self.kinds[vertex.vertex_id] = list(kinds)
             self.known[vertex.vertex_id] = kinds[0] not in ("unknown",)
+        self.units = self._forward_units()
 
     @property
     def any_known(self) -> bool:
@@ -272,33 +275,42 @@ class Sizing:
                 rules[vid] = "follow-downstream"
 
     def _forward_pairs(self, parallelism: dict[str, int], rules: dict[str, str]) -> None:
-        for edge in self.graph.edges:
-            if edge.ship_strategy.upper() == "FORWARD":
-                both = max(parallelism[edge.source_id], parallelism[edge.target_id])
-                for vid in (edge.source_id, edge.target_id):
-                    if parallelism[vid] < both:
-                        parallelism[vid], rules[vid] = both, "forward-edge"
+        """Every forward unit at its widest vertex's parallelism, but no wider than its limit: Flink runs a
+        forward edge only between equal parallelisms, and rejects a vertex above its max parallelism."""
+        for unit in self.units:
+            both = min(max(parallelism[vid] for vid in unit), self._unit_limit(unit))
+            for vid in unit:
+                if parallelism[vid] != both:
+                    parallelism[vid], rules[vid] = both, "forward-edge"
+
+    def _unit_limit(self, unit: tuple[str, ...]) -> int:
+        """The widest a forward unit may run: its vertices' smallest top parallelism (max parallelism, or
+        the slots the job may have)."""
+        return min(len(self.curves[vid]) for vid in unit)
 
     def _fit_slots(self, parallelism: dict[str, int], rules: dict[str, str], rate_rps: float) -> None:
-        """Add subtasks until the shared slot's core fits: first where a vertex runs fewer subtasks than
-        there are slots (no new slot), the one that relieves the slot most; then the widest vertex."""
+        """Add subtasks until the shared slot's core fits, a whole forward unit at a time (its ends stay
+        equal) and within its limit: first where a unit runs fewer subtasks than there are slots (no new
+        slot), the one that relieves the slot most; then the widest."""
         if not math.isfinite(rate_rps) or rate_rps <= 0:
             return
-        tops = {vid: len(curve) for vid, curve in self.curves.items()}
         fits = SLOT_CPU / rate_rps  # the CPU seconds per record a slot may take
         while (fullest := self.slot_cpu_per_record(parallelism)) > fits:
             slots = max(parallelism.values())
             relief = {}
-            for vid, p in parallelism.items():
-                if p < tops[vid]:
-                    relief[vid] = fullest - self.slot_cpu_per_record({**parallelism, vid: p + 1})
-            relief = {vid: r for vid, r in relief.items() if r > 1e-12}
+            for unit in self.units:
+                p = max(parallelism[vid] for vid in unit)
+                if p < self._unit_limit(unit):
+                    wider = {**parallelism, **dict.fromkeys(unit, p + 1)}
+                    relief[unit] = fullest - self.slot_cpu_per_record(wider)
+            relief = {unit: r for unit, r in relief.items() if r > 1e-12}
             if not relief:
                 return
-            free = [vid for vid in relief if parallelism[vid] < slots]
-            vid = max(free or relief, key=lambda v: relief[v])
-            parallelism[vid] += 1
-            rules[vid] = "slot-cpu"
+            free = [unit for unit in relief if max(parallelism[vid] for vid in unit) < slots]
+            unit = max(free or relief, key=lambda u: relief[u])
+            p = max(parallelism[vid] for vid in unit) + 1
+            for vid in unit:
+                parallelism[vid], rules[vid] = p, "slot-cpu"
 
     def _fewer_slots(
         self, least: Mapping[str, int], fitted: Mapping[str, int], rate_rps: float
@@ -316,7 +328,7 @@ class Sizing:
         above = max(fitted.values())
         if self.slot_cpu_per_record(fitted) > fits:
             above = max(len(curve) for curve in self.curves.values()) + 1
-        units = self._forward_units()
+        units = self.units
         low, high = max(least.values()), above - 1
         found = self._descend(least, units, high, rate_rps, fits) if low <= high else None
         while found is not None and low < high:  # bisection: more slots rarely fit worse
@@ -332,7 +344,8 @@ class Sizing:
         """Vertices that must run at one parallelism: those joined by forward edges."""
         unit_of = {v.vertex_id: (v.vertex_id,) for v in self.graph.vertices}
         for edge in self.graph.edges:
-            if edge.ship_strategy.upper() == "FORWARD":
+            apart = unit_of[edge.source_id] != unit_of[edge.target_id]  # once each: a vertex loads once
+            if edge.ship_strategy.upper() == "FORWARD" and apart:
                 joined = unit_of[edge.source_id] + unit_of[edge.target_id]
                 for vid in joined:
                     unit_of[vid] = joined
@@ -349,8 +362,9 @@ class Sizing:
             if not all(self.known[vid] for vid in unit):
                 choices[unit] = [lowest] if lowest <= slots else []
             else:
+                top = min(slots, self._unit_limit(unit))  # never above a vertex's max parallelism
                 choices[unit] = [
-                    p for p in range(lowest, slots + 1) if all(self.capacity(v, p) >= rate_rps for v in unit)
+                    p for p in range(lowest, top + 1) if all(self.capacity(v, p) >= rate_rps for v in unit)
                 ]
             if not choices[unit]:
                 return None
