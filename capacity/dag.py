@@ -66,16 +66,20 @@ Until then the seeds carry the estimates to parallelisms never run, as any rates
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
+import structlog
 
 from capacity.key_groups import key_group_loads, key_group_owner
 from capacity.regression import RegressionStats
 from capacity.subtask_windows import SubtaskWindow
 from config.schema import FLINK_MAX_PARALLELISM
-from messages.types import JobGraph, VertexAssessment
+from messages.types import MAX_RATE_RPS, JobGraph, VertexAssessment
+
+_log = structlog.get_logger("foresail.dag")
 
 CONTENDED_SHARE = 0.5
 """A subtask on a saturated core reading under this share of its known rate shows the core's share, not its
@@ -124,6 +128,14 @@ class VertexSeed:
     shares: dict[int, tuple[float, ...]] = field(default_factory=dict)
     """A keyed vertex's subtask shares of its input per parallelism run."""
 
+
+MAX_SELECTIVITY = 1000.0
+"""Records out per record in beyond which a window's reading is damage, not an operator (a flatMap that
+splits lines into words emits tens)."""
+SELECTIVITY_JUMP = 100.0
+"""A window whose selectivity is this multiple of the one known (taken as at least 1) is a damaged reading,
+not learned: one join subtask reading 5e8 records/s out for one window sent every vertex to its max
+parallelism for 59 loops, the decayed sums keeping it for that long."""
 
 SEED_WEIGHT_RPS = 1.0
 """The records/s a seeded selectivity counts for in the decayed sums: one real window outweighs it."""
@@ -195,6 +207,8 @@ class DagModel:
     )
     """Per (vertex, its parallelism now), its rates at any parallelism; emptied with `_curves` (the
     per-vertex plan asks for every parallelism of every vertex)."""
+    _warned: set[str] = field(default_factory=set, repr=False, compare=False)
+    """Vertices whose implausible selectivity has been logged (once each)."""
 
     # ---- learning -------------------------------------------------------------------------------
     def use_configuration(self, configuration: str) -> None:
@@ -319,16 +333,49 @@ class DagModel:
                     if known_rate is not None:
                         self.saturated[key] = known_rate
             records_in = sum(w.records_in_rps for w in mine)
-            records_out = sum(w.records_out_rps for w in mine if math.isfinite(w.records_out_rps))
-            if records_in > 0:
-                known.records_in = decay * known.records_in + records_in
-                known.records_out = decay * known.records_out + records_out
+            # in and out of the same subtasks: one reporting no records out must not read as a filter
+            reported = [w for w in mine if math.isfinite(w.records_out_rps)]
+            window_in = sum(w.records_in_rps for w in reported)
+            window_out = sum(w.records_out_rps for w in reported)
+            if self._plausible_selectivity(known, vertex.vertex_id, window_in, window_out):
+                known.records_in = decay * known.records_in + window_in
+                known.records_out = decay * known.records_out + window_out
             if (
                 _split_by_groups(graph, vertex.vertex_id)
                 and len(mine) == vertex.parallelism
                 and records_in > 0
             ):
                 self._learn_key_loads(known, mine, vertex.parallelism)
+
+    def _plausible_selectivity(
+        self, known: _VertexKnowledge, vertex_id: str, records_in: float, records_out: float
+    ) -> bool:
+        """Whether one window's records in and out may teach the vertex's selectivity: some records in, and
+        records out within `MAX_SELECTIVITY` and `SELECTIVITY_JUMP` times the selectivity known (at least 1)
+        of them. A damaged window is left out and said once per vertex."""
+        if records_in <= 0:
+            if records_out > 0:
+                self._warn_selectivity(known, vertex_id, records_in, records_out, "records out with none in")
+            return False
+        learned = known.records_out / known.records_in if known.records_in > 0 else 0.0
+        limit = min(MAX_SELECTIVITY, SELECTIVITY_JUMP * max(learned, 1.0))
+        if records_out > limit * records_in:
+            self._warn_selectivity(known, vertex_id, records_in, records_out, f"above {limit:g} out per in")
+            return False
+        return True
+
+    def _warn_selectivity(
+        self, known: _VertexKnowledge, vertex_id: str, records_in: float, records_out: float, reason: str
+    ) -> None:
+        if vertex_id not in self._warned:
+            self._warned.add(vertex_id)
+            _log.warning(
+                "dag-selectivity-window-left-out",
+                vertex=known.name or vertex_id,
+                records_in_rps=records_in,
+                records_out_rps=records_out,
+                reason=reason,
+            )
 
     def _below_known(self, graph: JobGraph, windows: list[SubtaskWindow]) -> set[tuple[str, int]]:
         """(vertex, subtask) of the windows whose records per busy second are under `CONTENDED_SHARE` of the
@@ -374,7 +421,7 @@ class DagModel:
             loads[w.subtask_index] = w.records_in_rps
         share = loads / loads.sum()
         seen = known.shares_seen.get(parallelism)
-        if seen is not None and len(seen) == parallelism:
+        if seen is not None and len(seen) == parallelism and np.isfinite(seen).all():
             alpha = self.settings.key_load_smoothing
             share = (1 - alpha) * seen + alpha * share
         known.shares_seen[parallelism] = share
@@ -653,44 +700,125 @@ class DagModel:
 
     @classmethod
     def from_dict(cls, data: dict, settings: DagSettings | None = None) -> DagModel:
-        """The model `to_dict` wrote. A subtask or parallelism outside Flink's range (a damaged store) is
-        left out: a parallelism of -5 sized an array at every later analysis and held the loop for good."""
-        model = cls(settings or DagSettings())
-        for vertex_id, parallelism, index, stats, taskmanager, saturated in data.get("rates", []):
-            key = (str(vertex_id), int(parallelism), int(index))
-            if not _subtask_of(key):
-                continue
-            model.rates[key] = RegressionStats.from_dict(stats)
-            model.placement[key] = taskmanager
-            if saturated is not None:
-                model.saturated[key] = float(saturated)
-        bounds = ((str(v), int(p), int(i)) for v, p, i in data.get("bounds", []))
-        model.bounds = {key for key in bounds if _subtask_of(key)}
+        """The model `to_dict` wrote, keeping only what can be true; the rest is dropped with one warning. A
+        subtask or parallelism outside Flink's range (a parallelism of -5 sized an array at every later
+        analysis and held the loop for good), a rate that is no rate (every rate at 1e300 kept the job at
+        one worker for good: only a window carrying more disproves a rate), a subtask-share row that does
+        not fit its parallelism (3 shares at parallelism 2 failed every analysis and was saved back each
+        time)."""
+        model, dropped = cls(settings or DagSettings()), []
+        for entry in data.get("rates", []):
+            _load(dropped, "rate", model._load_rate, entry)
+        for entry in data.get("bounds", []):
+            _load(dropped, "bound", model._load_bound, entry)
         for vertex_id, known in data.get("vertices", {}).items():
-            loads = known.get("key_loads")
-            model.vertices[vertex_id] = _VertexKnowledge(
-                str(known.get("name", "")),
-                min(max(int(known.get("max_parallelism", 128)), 1), FLINK_MAX_PARALLELISM),
-                float(known.get("records_in", 0.0)),
-                float(known.get("records_out", 0.0)),
-                None if loads is None else np.array(loads, dtype=float),
-                {
-                    int(p): np.array(v, dtype=float)
-                    for p, v in known.get("shares_seen", {}).items()
-                    if _parallelism(int(p))
-                },
-            )
-        model.seed(
-            VertexSeed(
-                str(name),
-                {int(p): float(r) for p, r in rates.items() if _parallelism(int(p))},
-                float(ratio),
-                int(groups),
-                {int(p): tuple(map(float, v)) for p, v in shares.items() if _parallelism(int(p))},
-            )
-            for name, rates, ratio, groups, shares in data.get("seeds", [])
-        )
+            _load(dropped, f"vertex {vertex_id}", model._load_vertex, str(vertex_id), known, dropped)
+        for entry in data.get("seeds", []):
+            _load(dropped, "seed", model._load_seed, entry)
+        if dropped:
+            _log.warning("dag-store-implausible-entries-dropped", dropped=dict(Counter(dropped)))
         return model
+
+    def _load_rate(self, entry: list) -> None:
+        vertex_id, parallelism, index, stats, taskmanager, saturated = entry
+        key = (str(vertex_id), int(parallelism), int(index))
+        stats = RegressionStats.from_dict(stats)
+        if not (_subtask_of(key) and _plausible_stats(stats) and isinstance(taskmanager, str | None)):
+            raise ValueError
+        if saturated is not None and _rate(saturated) is None:
+            raise ValueError
+        self.rates[key], self.placement[key] = stats, taskmanager
+        if saturated is not None:
+            self.saturated[key] = float(saturated)
+
+    def _load_bound(self, entry: list) -> None:
+        vertex_id, parallelism, index = entry
+        key = (str(vertex_id), int(parallelism), int(index))
+        if not _subtask_of(key):
+            raise ValueError
+        self.bounds.add(key)
+
+    def _load_vertex(self, vertex_id: str, known: dict, dropped: list[str]) -> None:
+        max_parallelism = int(known.get("max_parallelism", 128))
+        if not _parallelism(max_parallelism):
+            raise ValueError
+        vertex = self.vertices[vertex_id] = _VertexKnowledge(str(known.get("name", "")), max_parallelism)
+        records_in, records_out = float(known.get("records_in", 0.0)), float(known.get("records_out", 0.0))
+        if _plausible_sums(records_in, records_out, self.settings.selectivity_decay):
+            vertex.records_in, vertex.records_out = records_in, records_out
+        else:
+            dropped.append(f"vertex {vertex_id} selectivity")
+        loads = known.get("key_loads")
+        if loads is not None:
+            vertex.key_loads = _shares(loads, max_parallelism)
+            if vertex.key_loads is None:
+                dropped.append(f"vertex {vertex_id} key loads")
+        for p, row in known.get("shares_seen", {}).items():
+            share = _shares(row, int(p)) if str(p).isdigit() and _parallelism(int(p)) else None
+            if share is None:
+                dropped.append(f"vertex {vertex_id} shares at {p}")
+            else:
+                vertex.shares_seen[int(p)] = share
+
+    def _load_seed(self, entry: list) -> None:
+        name, rates, ratio, groups, shares = entry
+        seed_rates = {int(p): _rate(r) for p, r in rates.items() if _parallelism(int(p))}
+        seed_shares = {int(p): _shares(v, int(p)) for p, v in shares.items() if _parallelism(int(p))}
+        self.seed(
+            [
+                VertexSeed(
+                    str(name),
+                    {p: r for p, r in seed_rates.items() if r is not None},
+                    float(ratio),
+                    int(groups),
+                    {p: tuple(v.tolist()) for p, v in seed_shares.items() if v is not None},
+                )
+            ]
+        )
+
+
+def _load(dropped: list[str], what: str, load, *args) -> None:
+    """Run one entry's loader; an entry it cannot read or refuses is noted in `dropped`, never raised."""
+    try:
+        load(*args)
+    except (TypeError, ValueError, KeyError, AttributeError):
+        dropped.append(what)
+
+
+def _rate(value: object) -> float | None:
+    """A stored records-per-second rate, or None where it cannot be one (not in (0, MAX_RATE_RPS])."""
+    rate = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
+    return rate if 0 < rate <= MAX_RATE_RPS else None
+
+
+def _plausible_stats(stats: RegressionStats) -> bool:
+    """Regression sums a window of busy shares (0..1.05) and records (0..MAX_RATE_RPS) can give."""
+    values = (stats.mean_x, stats.mean_y, stats.m2_x, stats.m2_y, stats.c_xy)
+    if stats.n < 0 or not all(math.isfinite(v) for v in values):
+        return False
+    return (
+        0 <= stats.mean_x <= 1.05 and 0 <= stats.mean_y <= MAX_RATE_RPS and min(stats.m2_x, stats.m2_y) >= 0
+    )
+
+
+def _plausible_sums(records_in: float, records_out: float, decay: float) -> bool:
+    """Decayed records-in and -out sums the windows can give: finite, ≥ 0, at most every subtask's top rate
+    summed over the decay, out within `MAX_SELECTIVITY` of in."""
+    top = MAX_RATE_RPS * FLINK_MAX_PARALLELISM / max(1.0 - decay, 1e-3)
+    if not (0 <= records_in <= top and 0 <= records_out <= top):
+        return False
+    return records_out <= MAX_SELECTIVITY * records_in or records_out == 0
+
+
+def _shares(values: object, length: int) -> np.ndarray | None:
+    """`values` as a row of shares where they can be one: `length` finite values ≥ 0 with a positive sum."""
+    try:
+        row = np.array(values, dtype=float)
+    except (TypeError, ValueError):
+        return None
+    if row.shape != (length,) or not np.isfinite(row).all() or (row < 0).any() or not row.sum() > 0:
+        return None
+    return row
 
 
 def _parallelism(parallelism: int) -> bool:

@@ -25,11 +25,15 @@ def key_group_loads(groups: int, shares_seen: dict[int, np.ndarray], latest: int
     the same subtask: the shares cannot tell a run's groups apart and the prior is even within it, so the
     optimum spreads each run's load evenly, and the problem over runs (a run of n groups weighs its prior
     by 1/√n) has the same optimum as the one over groups. A job at Flink's largest max parallelism (32,768)
-    has a few dozen runs, where a matrix over its groups takes gigabytes."""
-    usable = {p: s for p, s in shares_seen.items() if p <= groups}
+    has a few dozen runs, where a matrix over its groups takes gigabytes. A row that is no share of its
+    parallelism (a damaged store: 3 shares at parallelism 2, a NaN) is left out, or for the latest one taken
+    as even, rather than failing every analysis."""
+    usable = {p: s for p, s in shares_seen.items() if p <= groups and _fits(s, p)}
     owners = {p: key_group_owner(groups, p) for p in {*usable, latest}}
     owner = owners[latest]
-    prior = (shares_seen[latest] / np.maximum(np.bincount(owner, minlength=latest), 1))[owner]
+    seen = shares_seen.get(latest)
+    latest_shares = seen if _fits(seen, latest) else np.full(latest, 1.0 / latest)
+    prior = (latest_shares / np.maximum(np.bincount(owner, minlength=latest), 1))[owner]
     if len(usable) < 2:
         return prior
     starts = np.flatnonzero(np.any([np.diff(o, prepend=-1) != 0 for o in owners.values()], axis=0))
@@ -42,3 +46,13 @@ def key_group_loads(groups: int, shares_seen: dict[int, np.ndarray], latest: int
     loads = np.repeat(runs / sizes, sizes)
     total = loads.sum()
     return loads / total if total > 0 else prior
+
+
+def _fits(shares: np.ndarray, parallelism: int) -> bool:
+    """Whether `shares` can be the subtask shares at `parallelism`: that many finite values ≥ 0, sum > 0."""
+    shares = np.asarray(shares, dtype=float)
+    return (
+        shares.shape == (parallelism,)
+        and bool(np.isfinite(shares).all() and (shares >= 0).all())
+        and shares.sum() > 0
+    )

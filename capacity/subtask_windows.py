@@ -1,7 +1,9 @@
 """One loop window of Flink's task metrics per subtask, summarised for the per-vertex model (capacity/dag.py):
 the regression of records in on busy share (DS2's true rate, capacity/regression.py) and the window's means,
 from the valid samples only: past the warm-up after a (re)start, finite and plausible, of subtasks that
-exist now (a rescale leaves the old ones' series behind)."""
+exist now (a rescale leaves the old ones' series behind). Records out are held to the same range as records
+in: one join subtask reading 10^15 records/s out taught a selectivity that sent every vertex to its max
+parallelism for three hours."""
 
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ def subtask_windows(
     warmup_s: float,
 ) -> list[SubtaskWindow]:
     """Valid samples per subtask: past the warm-up after the (re)start, finite and plausible (records
-    0..MAX_RATE_RPS, busy within a second), of subtasks that exist now. A source counts what it emits as
+    0..MAX_RATE_RPS in and out, busy within a second), of subtasks that exist now. A source counts what it emits as
     its input (Flink reports no records in for a source task). Series of one length (the usual case) are
     summarised together (capacity/rows.py), with the same result.
     """
@@ -59,7 +61,8 @@ def subtask_windows(
     backpressured = stacked([s.backpressured_ms_per_s for s in current]) / 1000.0
     stats = rows.regressions(busy, records_in)
     records_in_rps = rows.means(records_in).tolist()
-    records_out_rps = rows.nanmeans(stacked([s.records_out_rps for s in current])).tolist()
+    records_out = plausible_rps(stacked([s.records_out_rps for s in current]))
+    records_out_rps = rows.nanmeans(records_out).tolist()
     busy_mean, backpressured_mean = rows.nanmeans(busy).tolist(), rows.nanmeans(backpressured).tolist()
     return [
         SubtaskWindow(
@@ -111,7 +114,7 @@ def _subtask_window(series: SubtaskSeries, records: np.ndarray, from_s: float) -
     records_in = records[keep]
     busy = _plausible_busy(series.busy_ms_per_s[keep] / 1000.0)
     backpressured = series.backpressured_ms_per_s[keep] / 1000.0
-    out = series.records_out_rps[keep]
+    out = plausible_rps(series.records_out_rps[keep])
     return SubtaskWindow(
         series.vertex_id,
         series.subtask_index,

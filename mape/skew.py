@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass, field, fields
 
 import numpy as np
+import structlog
 
 from capacity.key_groups import key_group_owner
 from capacity.subtask_windows import subtask_windows
@@ -31,6 +32,8 @@ IMBALANCE_THRESHOLD = 1.2
 """Elasticutor's trigger: the hottest subtask carries 20% more than the mean."""
 PERSIST_WINDOWS = 3
 """Loop windows in a row above the threshold before the skew counts as persistent (not a blip)."""
+
+_log = structlog.get_logger("foresail.skew")
 
 
 @dataclass
@@ -84,8 +87,15 @@ class VertexSkew:
 
     @classmethod
     def from_dict(cls, data: dict) -> VertexSkew:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: (math.nan if v is None else v) for k, v in data.items() if k in known})
+        """The entry `to_dict` wrote; ValueError where a field is not of its type (a hand-edited
+        `"windows_over": "3"` failed every start of `foresail run` at the first comparison)."""
+        values = {}
+        for f in fields(cls):
+            if f.name in data:
+                values[f.name] = _typed(f.name, data[f.name], type(getattr(_DEFAULTS, f.name)))
+        if values.get("max_parallelism", 1) < 1:
+            raise ValueError(f"max_parallelism {values['max_parallelism']} < 1")
+        return cls(**values)
 
 
 @dataclass
@@ -105,7 +115,17 @@ class SkewKnowledge:
 
     @classmethod
     def from_dict(cls, data: dict) -> SkewKnowledge:
-        return cls({vid: VertexSkew.from_dict(v) for vid, v in data.items()})
+        """The state `to_dict` wrote; an entry that cannot be one is dropped with one warning (it is
+        re-measured in the next windows)."""
+        vertices, dropped = {}, []
+        for vid, entry in data.items() if isinstance(data, dict) else ():
+            try:
+                vertices[str(vid)] = VertexSkew.from_dict(entry)
+            except (TypeError, ValueError, AttributeError):
+                dropped.append(str(vid))
+        if dropped or not isinstance(data, dict):
+            _log.warning("skew-store-entries-dropped", vertices=dropped or "all")
+        return cls(vertices)
 
 
 def skew_of(knowledge: Knowledge) -> SkewKnowledge | None:
@@ -166,6 +186,20 @@ def hot_key_group(records_rps: np.ndarray, max_parallelism: int) -> tuple[float,
 def _imbalance(values: np.ndarray) -> float:
     mean = float(np.mean(values)) if len(values) else math.nan
     return float(np.max(values)) / mean if mean > 0 else math.nan
+
+
+_DEFAULTS = VertexSkew("")
+
+
+def _typed(name: str, value: object, kind: type) -> object:
+    """`value` as a field of type `kind` (None: NaN for a float); ValueError where it is not one."""
+    if kind is float and value is None:
+        return math.nan
+    if isinstance(value, bool) or not isinstance(value, kind if kind is not float else int | float):
+        raise ValueError(f"{name}: {value!r} is no {kind.__name__}")
+    if kind is int and value < 0:
+        raise ValueError(f"{name}: {value!r} is negative")
+    return float(value) if kind is float else value
 
 
 def _finite_or_none(value: object) -> object:

@@ -1,0 +1,201 @@
+"""capacity/dag.py and mape/skew.py against readings and stores that cannot be true: each is left out (one
+warning), never learned, raised or held for good."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from structlog.testing import capture_logs
+
+from capacity.dag import DagModel, DagSettings
+from capacity.key_groups import key_group_loads
+from capacity.subtask_windows import subtask_windows
+from mape.skew import SkewKnowledge, VertexSkew
+from messages.types import SubtaskSeries
+from tests.capacity.test_dag import T, chain, learn, series
+
+
+def with_out(subtask: SubtaskSeries, records_out_rps: float) -> SubtaskSeries:
+    """The subtask reading `records_out_rps` out in every sample."""
+    return SubtaskSeries(**{**subtask.__dict__, "records_out_rps": np.full(T.shape, records_out_rps)})
+
+
+def steady(model: DagModel, windows: int = 5) -> None:
+    """Windows of a chain source(1) -> join(2) whose join emits what it receives (selectivity 1)."""
+    for _ in range(windows):
+        learn(
+            model,
+            chain(1, 2),
+            [series("v0", 0, 400.0, 0.4)] + [series("v1", i, 200.0, 0.4) for i in range(2)],
+        )
+
+
+# ---- defect 1: records out ------------------------------------------------------------------------
+@pytest.mark.parametrize("records_out", [1e15, -1000.0])
+def test_records_out_outside_the_rate_range_is_no_sample(records_out):
+    graph = chain(2)
+    even = [with_out(series("v0", i, 100.0, 0.25), records_out if i == 0 else 100.0) for i in range(2)]
+    uneven = [
+        even[0],
+        SubtaskSeries(**{k: v[:-1] if isinstance(v, np.ndarray) else v for k, v in even[1].__dict__.items()}),
+    ]
+    for subtasks in (even, uneven):  # stacked and one by one (capacity/rows.py)
+        windows = subtask_windows(subtasks, graph, uptime_s=3600.0, now_s=60.0, warmup_s=0.0)
+        assert math.isnan(windows[0].records_out_rps) and windows[1].records_out_rps == 100.0
+
+
+def test_a_window_of_a_subtask_without_records_out_does_not_pull_the_selectivity():
+    model = DagModel()
+    steady(model)
+    damaged = with_out(series("v1", 0, 200.0, 0.4), -1e3)
+    learn(model, chain(1, 2), [series("v0", 0, 400.0, 0.4), damaged, series("v1", 1, 200.0, 0.4)])
+    assert model.selectivity("v1") == pytest.approx(1.0)
+
+
+def test_one_window_of_records_out_orders_of_magnitude_off_is_not_learned_and_said_once():
+    """5e8 records/s out of one join subtask (under the rate limit) sent every vertex to its max
+    parallelism for 59 loops."""
+    model = DagModel()
+    steady(model)
+    bad = [
+        series("v0", 0, 400.0, 0.4),
+        with_out(series("v1", 0, 200.0, 0.4), 5e8),
+        series("v1", 1, 200.0, 0.4),
+    ]
+    with capture_logs() as events:
+        learn(model, chain(1, 2), bad)
+        learn(model, chain(1, 2), bad)
+    assert model.selectivity("v1") == pytest.approx(1.0)
+    assert [e["event"] for e in events] == ["dag-selectivity-window-left-out"]
+
+
+def test_a_first_window_above_the_selectivity_cap_is_not_learned_but_a_real_one_is():
+    model = DagModel()
+    learn(
+        model,
+        chain(1, 2),
+        [series("v0", 0, 400.0, 0.4)] + [series("v1", i, 200.0, 0.4, out_ratio=5e3) for i in range(2)],
+    )
+    assert math.isnan(model.selectivity("v1"))
+    learn(
+        model,
+        chain(1, 2),
+        [series("v0", 0, 400.0, 0.4)] + [series("v1", i, 200.0, 0.4, out_ratio=20.0) for i in range(2)],
+    )
+    assert model.selectivity("v1") == pytest.approx(20.0)  # a flatMap into words
+
+
+# ---- defects 2 and 3: the stored model ------------------------------------------------------------
+def stored() -> tuple[DagModel, dict]:
+    graph = chain(1, 2, keyed=(1,))
+    model = DagModel(DagSettings(min_points=3))
+    for p in (2, 3):
+        learn(
+            model,
+            chain(1, p, keyed=(1,)),
+            [series("v0", 0, 900.0, 0.97)] + [series("v1", i, 300.0 + 50 * i, 0.5) for i in range(p)],
+        )
+    learn(
+        model,
+        graph,
+        [series("v0", 0, 900.0, 0.97)] + [series("v1", i, 300.0 + 50 * i, 0.5) for i in range(2)],
+    )
+    return model, model.to_dict()
+
+
+def capacities(model: DagModel) -> dict[int, float]:
+    return model.estimate(chain(1, 2, keyed=(1,)), [], 2, 4).per_scaleout_rps
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        {"2": [0.2, 0.3, 0.5]},  # 3 shares at parallelism 2
+        {"2": [0.5, None]},  # a null: NaN
+        {"2": [1.5, -0.5]},
+        {"x": [0.5, 0.5]},
+    ],
+)
+def test_a_stored_share_row_that_is_no_share_of_its_parallelism_is_dropped_with_one_warning(damage):
+    model, data = stored()
+    data["vertices"]["v1"]["shares_seen"].update(damage)
+    with capture_logs() as events:
+        restored = DagModel.from_dict(data, model.settings)
+    assert [e["event"] for e in events] == ["dag-store-implausible-entries-dropped"]
+    assert capacities(restored)  # no ValueError, and the model still learns and saves a fit row
+    learn(
+        restored,
+        chain(1, 2, keyed=(1,)),
+        [series("v0", 0, 900.0, 0.97)] + [series("v1", i, 300.0, 0.5) for i in range(2)],
+    )
+    assert np.isfinite(restored.to_dict()["vertices"]["v1"]["shares_seen"]["2"]).all()
+
+
+@pytest.mark.parametrize("loads", [[0.5, 0.5], [math.nan] * 128, [-1.0] * 128, "hot"])
+def test_stored_key_loads_that_are_no_loads_of_the_key_groups_are_dropped(loads):
+    model, data = stored()
+    data["vertices"]["v1"]["key_loads"] = loads
+    restored = DagModel.from_dict(data, model.settings)
+    assert restored.vertices["v1"].key_loads is None
+    assert all(math.isfinite(c) for c in capacities(restored).values())
+
+
+@pytest.mark.parametrize("bad", [np.array([0.2, 0.3, 0.4, 0.1]), np.array([0.5, np.nan, 0.5])])
+def test_key_group_loads_leave_out_a_row_that_is_no_share_of_its_parallelism(bad):
+    rows = {2: np.array([0.4, 0.6]), 4: np.array([0.2, 0.2, 0.3, 0.3])}
+    assert key_group_loads(128, {**rows, 3: bad}, 4) == pytest.approx(key_group_loads(128, rows, 4))
+
+
+@pytest.mark.parametrize("saturated", [1e300, math.inf, -5.0, 0.0, "fast"])
+def test_a_stored_rate_that_is_no_rate_is_dropped(saturated):
+    """Every stored saturated rate at 1e300 kept the job at one worker for good."""
+    model, data = stored()
+    for row in data["rates"]:
+        row[5] = saturated
+    restored = DagModel.from_dict(data, model.settings)
+    assert model.saturated and not restored.saturated and not restored.rates
+
+
+@pytest.mark.parametrize(
+    "field, value", [("mean_y", 1e300), ("mean_x", -3.0), ("m2_x", math.nan), ("n", -2), ("c_xy", math.inf)]
+)
+def test_stored_regression_sums_no_window_can_give_are_dropped(field, value):
+    model, data = stored()
+    data["rates"][0][3][field] = value
+    restored = DagModel.from_dict(data, model.settings)
+    assert len(restored.rates) == len(model.rates) - 1
+
+
+def test_a_stored_placement_that_is_no_taskmanager_drops_its_rate():
+    model, data = stored()
+    data["rates"][0][4] = 7
+    assert len(DagModel.from_dict(data, model.settings).rates) == len(model.rates) - 1
+
+
+@pytest.mark.parametrize("records", [(1.0, -1.0), (1.0, math.inf), (1.0, 1e7), (1e300, 1e300), ("a", 1.0)])
+def test_stored_selectivity_sums_no_window_can_give_are_forgotten(records):
+    model, data = stored()
+    data["vertices"]["v1"]["records_in"], data["vertices"]["v1"]["records_out"] = records
+    restored = DagModel.from_dict(data, model.settings)
+    assert math.isnan(restored.selectivity("v1")) and math.isfinite(model.selectivity("v1"))
+
+
+# ---- defect 4: the skew store ---------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "damage",
+    [
+        {"windows_over": "3"},
+        {"parallelism": 2.5},
+        {"hot_group_share": "high"},
+        {"windows_over": -1},
+        {"max_parallelism": 0},
+    ],
+)
+def test_a_skew_entry_of_the_wrong_type_is_dropped_with_one_warning(damage):
+    good = VertexSkew("join", 4, 128, 1.5, 1.4, 5, 0.3, 0.01)
+    with capture_logs() as events:
+        state = SkewKnowledge.from_dict({"v1": {**good.to_dict(), **damage}, "v2": good.to_dict()})
+    assert [e["event"] for e in events] == ["skew-store-entries-dropped"]
+    assert state.vertices == {"v2": good} and state.persistent() == [good]
