@@ -11,7 +11,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-
 _SUBTASK = "job_id, task_id, operator_id, subtask_index, task_attempt_id"
 """Labels that name one attempt of an operator subtask in Flink's reporter, whatever scraped it: series
 sharing them are copies. Attempts stay apart: rate() divides each attempt's increase by the whole window,
