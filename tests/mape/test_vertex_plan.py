@@ -88,13 +88,14 @@ def knowledge_with(dag, *, cpu_per_busy=0.1, downtime_s=3.0, last_rescale_s=None
     return knowledge
 
 
-def assessment(rate_rps: float, backlog: float = 0.0) -> Assessment:
-    vertices = ()  # the plan reads the graph from its knowledge; it needs to know the analysis saw vertices
+def assessment(rate_rps: float, backlog: float = 0.0, graph: JobGraph | None = None) -> Assessment:
+    """The plan reads the graph from its knowledge; the assessment only tells it the analysis saw the
+    vertices (`graph`, default GRAPH)."""
     from messages.types import VertexAssessment
 
     vertices = tuple(
         VertexAssessment(v.vertex_id, v.name, v.parallelism, False, 1.0, 1.0, 1.0, 0.5, 0.0, 1.0, 1.0)
-        for v in GRAPH.vertices
+        for v in (graph or GRAPH).vertices
     )
     return Assessment(
         time_s=3_600.0,

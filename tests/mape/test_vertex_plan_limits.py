@@ -3,7 +3,6 @@ and both ends of a forward edge at one parallelism, on the real per-vertex model
 
 from __future__ import annotations
 
-import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -11,7 +10,8 @@ from capacity.dag import DagModel, VertexSeed
 from mape.knowledge import Knowledge
 from mape.vertex_knowledge import VERTEX, VertexKnowledge
 from mape.vertex_plan import Sizing, VertexPolicy
-from messages.types import Assessment, JobEdge, JobGraph, JobVertex, VertexAssessment
+from messages.types import JobEdge, JobGraph, JobVertex
+from tests.mape.test_vertex_plan import assessment
 
 
 def seeded_dag(graph: JobGraph, rates: dict[str, float], hot: dict[str, float] | None = None) -> DagModel:
@@ -41,24 +41,6 @@ def knowledge_of(graph: JobGraph, dag: DagModel, cpu_by_vertex=None) -> Knowledg
     return knowledge
 
 
-def assessment_of(graph: JobGraph, rate_rps: float) -> Assessment:
-    vertices = tuple(
-        VertexAssessment(v.vertex_id, v.name, v.parallelism, False, 1.0, 1.0, 1.0, 0.5, 0.0, 1.0, 1.0)
-        for v in graph.vertices
-    )
-    return Assessment(
-        time_s=3_600.0,
-        current_scaleout=4,
-        workload_avg_rps=rate_rps,
-        workload_max_rps=rate_rps,
-        backlog_records=0.0,
-        capacities_rps={},
-        capacity_sources={},
-        forecast_rps=np.full(900, rate_rps),
-        vertices=vertices,
-    )
-
-
 def three(map_max: int, strategy: str) -> JobGraph:
     """source → map (`strategy`, map's max parallelism `map_max`) → agg."""
     return JobGraph(
@@ -74,7 +56,7 @@ def three(map_max: int, strategy: str) -> JobGraph:
 def propose(graph: JobGraph, rates: dict[str, float], rate_rps: float) -> dict[str, int]:
     knowledge = knowledge_of(graph, seeded_dag(graph, rates))
     proposal = VertexPolicy(1, 32, 600.0, 60.0).propose_configuration(
-        assessment_of(graph, rate_rps), knowledge
+        assessment(rate_rps, graph=graph), knowledge
     )
     return proposal.vertex_parallelism
 
@@ -162,6 +144,6 @@ def test_every_proposal_is_one_flink_runs(job, rate_rps):
     graph, dag, cpu = job
     knowledge = knowledge_of(graph, dag, cpu)
     proposal = VertexPolicy(1, 16, 600.0, 60.0).propose_configuration(
-        assessment_of(graph, rate_rps), knowledge
+        assessment(rate_rps, graph=graph), knowledge
     )
     assert_runnable(graph, proposal.vertex_parallelism)
