@@ -228,7 +228,6 @@ def _plan_locked(args: argparse.Namespace, config, explorer) -> int:
             knowledge_settings(config),
             max_scaleout,
             memory_levels(config),
-            args.knowledge is None,
         )
     except (OSError, StoreBusy) as error:
         return _fail(f"the plan was made but not all written: {error}", EXIT_FAILURE)

@@ -113,11 +113,10 @@ def seed_knowledge(
     settings: KnowledgeSettings,
     max_scaleout: int,
     levels: MemoryLevels | None = None,
-    fresh: bool = False,
 ) -> Seeded:
     """Put the plan's capacities into the store as observed (reliable: the daemon's own reliable estimates
-    smooth them in later); a scale-out the store already observed keeps its own. `fresh` empties the
-    store first (a plan's own store in --out, which an earlier plan of another job may have seeded).
+    smooth them in later); a scale-out the store already observed keeps its own. (A plan's own store in
+    --out starts empty: the command moves an earlier run's to OUT/previous/ as it starts.)
 
     - The job-level model: at the planned memory, the testbed's MST where it measured that slot count, the
       plan's prediction (skew included) at every other scale-out 1..max.
@@ -136,7 +135,7 @@ def seed_knowledge(
         **{n: c for n in range(1, max_scaleout + 1) if (c := plan.predict_rps(n, plan.memory_mb)) > 0},
         **_measured(plan, plan.memory_mb, max_scaleout),
     }
-    store = open_store(store_path, fresh=fresh)
+    store = open_store(store_path)
     try:
         knowledge = store.load(settings)
         scaleouts = knowledge.capacity.seed(planned)

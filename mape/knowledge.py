@@ -315,6 +315,8 @@ class KnowledgeStore:
         """Named state providers saved with every iteration (read back with `attached`)."""
         self._lock_file = None
         self._checkpoint_busy = False
+        self._tables: set[str] = set()
+        """Tables checked and created on this connection (`_create_table`)."""
         self.damaged: str | None = None
         """What happened to a damaged store found at the start (moved aside), for the console."""
         if self.durable:
@@ -351,6 +353,7 @@ class KnowledgeStore:
             raise StoreUnusable(f"knowledge store {self.path} cannot be opened: {error}") from None
 
     def _connect(self) -> sqlite3.Connection:
+        self._tables.clear()
         db = sqlite3.connect(
             self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
         )
@@ -575,6 +578,8 @@ class KnowledgeStore:
         """Create one of the store's tables where it is missing. A table of that name with other columns
         (edited by hand, written by another program) is renamed aside and said: left in place, every save
         would fail on it from then on, the knowledge of the iterations after it lost."""
+        if table in self._tables:  # once per connection, not at every save that appends to it
+            return
         columns = _COLUMNS.get(table, _JOURNAL_COLUMNS)
         found = tuple(row[1] for row in db.execute(f"PRAGMA table_info({table})"))
         if found and found != tuple(column.split()[0] for column in columns):
@@ -588,6 +593,7 @@ class KnowledgeStore:
                 moved_to=aside,
             )
         db.execute(f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(columns)})")
+        self._tables.add(table)
 
     def _append(self, table: str, iteration: int, time_s: float, body: dict) -> None:
         self._db.execute(
@@ -602,6 +608,7 @@ class KnowledgeStore:
             yield
         except BaseException:
             self._db.execute("ROLLBACK")
+            self._tables.clear()  # a table created in it is gone with it
             raise
         self._db.execute("COMMIT")
 
