@@ -218,7 +218,11 @@ def check_connections(
         what = f"{config.kubernetes.resource} {config.kubernetes.namespace}/{config.kubernetes.name}"
         try:
             desired = make_resource(api_client(config.kubernetes), config.kubernetes).desired()
-            checks.append((f"{what} (scale-out {desired})", None, True))
+            if desired is None and config.kubernetes.resource == "flinkdeployment":
+                why = f"{config.kubernetes.parallelism_path} holds no parallelism (absent or not a whole number)"
+                checks.append((what, why, True))
+            else:
+                checks.append((f"{what} (scale-out {desired})", None, True))
         except Exception as error:
             first_line = str(error).splitlines()[0] if str(error) else ""
             checks.append((what, f"{type(error).__name__}: {first_line}", True))

@@ -175,8 +175,15 @@ class DeploymentScale:
         )
 
 
+class AbsentField(ValueError):
+    """The configured parallelism path names no field of the resource: refused, not created."""
+
+
 class FlinkDeploymentScale:
-    """A FlinkDeployment (Flink Kubernetes Operator): the scale-out is the field at `path`."""
+    """A FlinkDeployment (Flink Kubernetes Operator): the scale-out is the field at `path`.
+
+    Only a field the resource already has is written: a misspelt path would be created, pruned by the
+    operator's schema, and every rescale would wait out its timeout on a spec that never changes."""
 
     def __init__(self, api: client.ApiClient, namespace: str, name: str, path: str, timeout_s: float) -> None:
         self.custom = client.CustomObjectsApi(api)
@@ -194,11 +201,23 @@ class FlinkDeploymentScale:
                 "flinkConfiguration": {MANAGED_KEY: _mebibytes(managed_mb)},
             }
         }
+        self._check_path()
         self.merge_patch(_merged(memory, self._scaleout_patch(scaleout)))
         self.expected_managed = _mebibytes(managed_mb)
 
     def set_scaleout(self, scaleout: int) -> None:
+        self._check_path()
         self.merge_patch(self._scaleout_patch(scaleout))
+
+    def _check_path(self) -> None:
+        document: object = self._read()
+        for key in self.path:
+            if not isinstance(document, dict) or key not in document:
+                raise AbsentField(
+                    f"{self.description}: no field {'.'.join(self.path)} (kubernetes.parallelism_path must "
+                    "name the field that holds the job's parallelism, e.g. spec.job.parallelism)"
+                )
+            document = document[key]
 
     def merge_patch(self, patch: dict[str, Any]) -> None:
         _applied(

@@ -12,6 +12,7 @@ from kubernetes.client.exceptions import ApiException
 
 from backends.execution import FollowedTarget, NotApplied, RescaleFollower
 from backends.kubernetes import (
+    AbsentField,
     DeploymentScale,
     FlinkDeploymentScale,
     KubernetesTarget,
@@ -137,6 +138,28 @@ def test_a_flinkdeployment_gets_its_parallelism_field_patched_and_keeps_the_rest
         _content_type="application/merge-patch+json",
     )  # fmt: skip
     assert resource.ready(6)
+
+
+def test_a_misspelt_parallelism_path_is_refused_and_the_flinkdeployment_left_as_it_is(kube):
+    """The operator's schema would prune a created field: every rescale would then time out unseen."""
+    custom = client.CustomObjectsApi(kube.api())
+    spec = {"job": {"jarURI": "local:///job.jar", "parallelism": 2}}
+    custom.create_namespaced_custom_object(
+        "flink.apache.org", "v1beta1", NS, "flinkdeployments",
+        {"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment",
+         "metadata": {"name": "wordcount", "namespace": NS}, "spec": spec},
+    )  # fmt: skip
+    for path in ("spec.job.paralelism", "spec.taskManager.replicas"):
+        resource = FlinkDeploymentScale(kube.api(), NS, "wordcount", path, 5.0)
+        assert resource.desired() is None
+        with pytest.raises(AbsentField, match=path):
+            KubernetesTarget(resource, 2, 0.001).scale_to(6, now_s=0.0)
+        with pytest.raises(AbsentField, match=path):
+            resource.set_configuration(6, 512.0, 2402.0)
+    stored = custom.get_namespaced_custom_object(
+        "flink.apache.org", "v1beta1", NS, "flinkdeployments", "wordcount"
+    )
+    assert stored["spec"] == spec
 
 
 def test_credentials_come_from_a_kubeconfig_file(kube, tmp_path: Path):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from kubernetes import client
 
 from backends.prometheus import REQUIRED_QUERIES
 from config.backends import PrometheusConfig
@@ -32,7 +33,9 @@ def _closed_port_url() -> str:
         return f"http://127.0.0.1:{probe.getsockname()[1]}"
 
 
-def _write(tmp_path: Path, prometheus_url: str, kubeconfig: Path, name: str = "flink-taskmanager") -> Path:
+def _write(
+    tmp_path: Path, prometheus_url: str, kubeconfig: Path, name: str = "flink-taskmanager", **kubernetes
+) -> Path:
     path = tmp_path / "foresail.yaml"
     path.write_text(
         yaml.safe_dump(
@@ -44,6 +47,7 @@ def _write(tmp_path: Path, prometheus_url: str, kubeconfig: Path, name: str = "f
                     "namespace": "flink",
                     "name": name,
                     "retries": 0,
+                    **kubernetes,
                 },
             }
         )
@@ -59,6 +63,27 @@ def test_reports_ok_when_prometheus_answers_and_the_deployment_exists(tmp_path, 
     out = capsys.readouterr().out
     assert f"prometheus {prometheus}: OK" in out
     assert "deployment flink/flink-taskmanager (scale-out 2): OK" in out
+
+
+def test_a_flinkdeployment_without_the_configured_parallelism_field_fails(tmp_path, prometheus, capsys):
+    with KubeEmulator() as kube:
+        client.CustomObjectsApi(kube.api()).create_namespaced_custom_object(
+            "flink.apache.org", "v1beta1", "flink", "flinkdeployments",
+            {"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment",
+             "metadata": {"name": "wordcount", "namespace": "flink"},
+             "spec": {"job": {"jarURI": "local:///job.jar", "parallelism": 2}}},
+        )  # fmt: skip
+        kube.kubeconfig(tmp_path / "kubeconfig")
+        kubeconfig = tmp_path / "kubeconfig"
+        right = _write(tmp_path, prometheus, kubeconfig, "wordcount", resource="flinkdeployment")
+        assert main(["check-config", str(right)]) == 0
+        assert "flinkdeployment flink/wordcount (scale-out 2): OK" in capsys.readouterr().out
+        wrong = _write(
+            tmp_path, prometheus, kubeconfig, "wordcount",
+            resource="flinkdeployment", parallelism_path="spec.job.paralelism",
+        )  # fmt: skip
+        assert main(["check-config", str(wrong)]) != 0
+    assert "spec.job.paralelism holds no parallelism" in capsys.readouterr().out
 
 
 def test_fails_naming_what_does_not_answer(tmp_path, capsys):
