@@ -73,7 +73,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import structlog
 
-from capacity.key_groups import key_group_loads, key_group_owner
+from capacity.key_groups import key_group_loads, key_group_owner, share_row
 from capacity.regression import RegressionStats
 from capacity.subtask_windows import SubtaskWindow
 from config.schema import FLINK_MAX_PARALLELISM
@@ -750,11 +750,11 @@ class DagModel:
             dropped.append(f"vertex {vertex_id} selectivity")
         loads = known.get("key_loads")
         if loads is not None:
-            vertex.key_loads = _shares(loads, max_parallelism)
+            vertex.key_loads = share_row(loads, max_parallelism)
             if vertex.key_loads is None:
                 dropped.append(f"vertex {vertex_id} key loads")
         for p, row in known.get("shares_seen", {}).items():
-            share = _shares(row, int(p)) if str(p).isdigit() and _parallelism(int(p)) else None
+            share = share_row(row, int(p)) if str(p).isdigit() and _parallelism(int(p)) else None
             if share is None:
                 dropped.append(f"vertex {vertex_id} shares at {p}")
             else:
@@ -763,7 +763,7 @@ class DagModel:
     def _load_seed(self, entry: list) -> None:
         name, rates, ratio, groups, shares = entry
         seed_rates = {int(p): _rate(r) for p, r in rates.items() if _parallelism(int(p))}
-        seed_shares = {int(p): _shares(v, int(p)) for p, v in shares.items() if _parallelism(int(p))}
+        seed_shares = {int(p): share_row(v, int(p)) for p, v in shares.items() if _parallelism(int(p))}
         self.seed(
             [
                 VertexSeed(
@@ -808,17 +808,6 @@ def _plausible_sums(records_in: float, records_out: float, decay: float) -> bool
     if not (0 <= records_in <= top and 0 <= records_out <= top):
         return False
     return records_out <= MAX_SELECTIVITY * records_in or records_out == 0
-
-
-def _shares(values: object, length: int) -> np.ndarray | None:
-    """`values` as a row of shares where they can be one: `length` finite values ≥ 0 with a positive sum."""
-    try:
-        row = np.array(values, dtype=float)
-    except (TypeError, ValueError):
-        return None
-    if row.shape != (length,) or not np.isfinite(row).all() or (row < 0).any() or not row.sum() > 0:
-        return None
-    return row
 
 
 def _parallelism(parallelism: int) -> bool:

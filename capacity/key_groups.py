@@ -28,11 +28,12 @@ def key_group_loads(groups: int, shares_seen: dict[int, np.ndarray], latest: int
     has a few dozen runs, where a matrix over its groups takes gigabytes. A row that is no share of its
     parallelism (a damaged store: 3 shares at parallelism 2, a NaN) is left out, or for the latest one taken
     as even, rather than failing every analysis."""
-    usable = {p: s for p, s in shares_seen.items() if p <= groups and _fits(s, p)}
+    usable = {p: s for p, s in shares_seen.items() if p <= groups and share_row(s, p) is not None}
     owners = {p: key_group_owner(groups, p) for p in {*usable, latest}}
     owner = owners[latest]
-    seen = shares_seen.get(latest)
-    latest_shares = seen if _fits(seen, latest) else np.full(latest, 1.0 / latest)
+    latest_shares = share_row(shares_seen.get(latest), latest)
+    if latest_shares is None:
+        latest_shares = np.full(latest, 1.0 / latest)
     prior = (latest_shares / np.maximum(np.bincount(owner, minlength=latest), 1))[owner]
     if len(usable) < 2:
         return prior
@@ -48,11 +49,12 @@ def key_group_loads(groups: int, shares_seen: dict[int, np.ndarray], latest: int
     return loads / total if total > 0 else prior
 
 
-def _fits(shares: np.ndarray, parallelism: int) -> bool:
-    """Whether `shares` can be the subtask shares at `parallelism`: that many finite values ≥ 0, sum > 0."""
-    shares = np.asarray(shares, dtype=float)
-    return (
-        shares.shape == (parallelism,)
-        and bool(np.isfinite(shares).all() and (shares >= 0).all())
-        and shares.sum() > 0
-    )
+def share_row(values: object, length: int) -> np.ndarray | None:
+    """`values` as a row of subtask shares where they can be one: `length` finite values ≥ 0, sum > 0."""
+    try:
+        row = np.array(values, dtype=float)
+    except (TypeError, ValueError):
+        return None
+    if row.shape != (length,) or not np.isfinite(row).all() or (row < 0).any() or not row.sum() > 0:
+        return None
+    return row
