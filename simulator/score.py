@@ -22,21 +22,11 @@ def score(twin: Twin, slo_s: float = 30.0) -> dict[str, float | int]:
     overheads and idle JVMs included); `subtask_memory_mb_seconds` the memory that grows with the subtasks
     (per-subtask overhead and network buffers, simulator/subtask_memory.py), which per-vertex parallelism
     saves where reactive mode runs every vertex at the job's scale-out."""
-    duration_s = int(twin.now_s)
-    latency = twin.latency.summary()
     needed = oracle_workers(twin)  # both floors start from the oracle's workers per second
     return {
-        "duration_s": duration_s,
-        "avg_workers": twin.worker_seconds / duration_s if duration_s else float("nan"),
+        **_figures_since(twin, ScoreMark(0, 0, None), needed, slo_s),
         "worker_seconds": int(twin.worker_seconds),
-        "floor_avg_workers": _mean_floor(needed),
         "floor_avg_workers_within_budget": _floor_within_budget(needed, twin.now_s, RESCALE_BUDGET_PER_H),
-        "mean_latency_s": latency["mean_latency_s"],
-        "p95_latency_s": latency["p95_latency_s"],
-        "max_latency_s": latency["max_latency_s"],
-        "slo_s": float(slo_s),
-        "seconds_over_slo": twin.seconds_over_slo(slo_s),
-        "seconds_over_slo_after_restart": twin.seconds_over_slo_after_restart(slo_s),
         "rescales": twin.rescales,
         "reconfigurations": twin.rescales,
         "memory_reconfigurations": twin.memory_changes,
@@ -69,7 +59,7 @@ class ScoreMark:
 
     t_s: int
     worker_seconds: int
-    latency_histogram: np.ndarray
+    latency_histogram: np.ndarray | None
 
 
 def mark(twin: Twin) -> ScoreMark:
@@ -78,8 +68,11 @@ def mark(twin: Twin) -> ScoreMark:
 
 def score_since(twin: Twin, start: ScoreMark, slo_s: float = 30.0) -> dict[str, float | int]:
     """The figures a run's summary prints, over the seconds since `start` only."""
+    return _figures_since(twin, start, oracle_workers(twin)[start.t_s :], slo_s)
+
+
+def _figures_since(twin: Twin, start: ScoreMark, needed: np.ndarray, slo_s: float) -> dict[str, float | int]:
     duration_s = int(twin.now_s) - start.t_s
-    needed = oracle_workers(twin)[start.t_s :]
     return {
         "duration_s": duration_s,
         "avg_workers": (twin.worker_seconds - start.worker_seconds) / duration_s if duration_s else math.nan,
