@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
 import numpy as np
@@ -115,11 +116,22 @@ class JobGraph:
             if position[edge.source_id] >= position[edge.target_id]:
                 raise ValueError("job graph: vertices are not in topological order")
 
+    @cached_property
+    def _by_id(self) -> dict[str, JobVertex]:
+        return {v.vertex_id: v for v in self.vertices}
+
+    @cached_property
+    def _inputs(self) -> dict[str, tuple[JobEdge, ...]]:
+        """Edges into each vertex, indexed once: the analysis asks for every vertex's at every walk."""
+        return {
+            v.vertex_id: tuple(e for e in self.edges if e.target_id == v.vertex_id) for v in self.vertices
+        }
+
     def vertex(self, vertex_id: str) -> JobVertex:
-        return next(v for v in self.vertices if v.vertex_id == vertex_id)
+        return self._by_id[vertex_id]
 
     def inputs(self, vertex_id: str) -> tuple[JobEdge, ...]:
-        return tuple(e for e in self.edges if e.target_id == vertex_id)
+        return self._inputs.get(vertex_id, ())
 
     def outputs(self, vertex_id: str) -> tuple[JobEdge, ...]:
         return tuple(e for e in self.edges if e.source_id == vertex_id)

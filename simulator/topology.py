@@ -113,11 +113,25 @@ class Topology(BaseModel):
             )
         return tuple(ratios[v.name] for v in self.vertices)
 
+    @cached_property
+    def positions(self) -> dict[str, int]:
+        return {v.name: i for i, v in enumerate(self.vertices)}
+
+    @cached_property
+    def downstream(self) -> tuple[frozenset[int], ...]:
+        """Per vertex, the indices of the vertices that read from it directly or not, built backwards
+        from the sinks once (the twin asks for every vertex at every second)."""
+        reached: list[set[int]] = [set() for _ in self.vertices]
+        for i in reversed(range(len(self.vertices))):
+            for name in self.vertices[i].inputs:
+                reached[self.positions[name]] |= {i, *reached[i]}
+        return tuple(frozenset(r) for r in reached)
+
     def vertex(self, name: str) -> VertexSpec:
-        return next(v for v in self.vertices if v.name == name)
+        return self.vertices[self.positions[name]]
 
     def index(self, name: str) -> int:
-        return next(i for i, v in enumerate(self.vertices) if v.name == name)
+        return self.positions[name]
 
     @property
     def stateful_index(self) -> int:
@@ -130,12 +144,7 @@ class Topology(BaseModel):
 
     def downstream_of(self, index: int) -> frozenset[int]:
         """Indices of the vertices that read, directly or not, from vertex `index` (itself excluded)."""
-        reached = {self.vertices[index].name}
-        for vertex in self.vertices[index + 1 :]:
-            if any(u in reached for u in vertex.inputs):
-                reached.add(vertex.name)
-        reached.discard(self.vertices[index].name)
-        return frozenset(self.index(name) for name in reached)
+        return self.downstream[index]
 
 
 @dataclass(frozen=True)
