@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import structlog
 
 from capacity.dag import CONTENDED_SHARE, DagModel
 from capacity.model import CapacitySettings
@@ -52,6 +53,26 @@ _PRIOR_SD_SLOPE = 0.3
 _NOISE_SD = 0.02
 """Noise of one window's mean CPU reading (the data's weight against the prior)."""
 
+_MIN_HEADROOM_CPU = 2 * _NOISE_SD
+"""CPU the line must leave between its idle floor and the saturation CPU to bound the rate: CPU spent outside
+the busy time (GC, compaction, checkpoint uploads) can lift the idle floor to the saturation, and a
+headroom within a window's gauge noise of none gives a limit of a few records per second at every
+scale-out, which the job keeping up now disproves."""
+
+_HALF_LIFE_WINDOWS = 240
+"""Windows after which a window's points count half in the line: four hours at the default 60-s loop. The
+CPU a busy second costs changes with the TaskManagers' cores (two instead of one halve it) or the JVM, and
+a line that never forgets learns that only after as many windows as the old setup ran (two weeks on 2
+cores, then a day on 1: 0.45 CPU per busy second learned for 0.84, the cores' limit 1.9x too high). Four
+hours learn 90% of a change in ~13 hours, while the true rates, learned from busy time, see it at once;
+two hours moved the twin's figures on clean runs (one of three seeds of wordcount × sine: 94 -> 127 s over
+the SLO), four hours leave them unchanged."""
+
+_FADE = 0.5 ** (1.0 / _HALF_LIFE_WINDOWS)
+"""Weight the line's points keep per window learned."""
+
+_log = structlog.get_logger("foresail.cores")
+
 
 @dataclass(frozen=True)
 class CoreLimit:
@@ -63,6 +84,8 @@ class CoreLimit:
     """Sum of the binding TaskManager's subtasks' busy shares this window."""
     cpu_per_busy: float = math.nan
     idle_cpu: float = math.nan
+    unusable: str = ""
+    """Why the line tells no limit although the rates are known ('' when it does, or they are not)."""
 
 
 @dataclass
@@ -75,14 +98,16 @@ class CoreModel:
     """x = a TaskManager's summed busy share over a window, y = its mean CPU."""
     overhead_busy: float = 0.0
     """Median fixed busy share of a TaskManager's subtasks, from the last window that showed it."""
+    said_unusable: str = field(default="", compare=False)
+    """The kind of reason the line was last said unusable for (said once while it lasts; not saved)."""
 
     def learn(self, busy: dict[str, float], cpu: dict[str, float]) -> None:
         """Add one point per TaskManager that reported both this window (not from a saturated job: its
-        busy time may include waiting for the core)."""
+        busy time may include waiting for the core); the earlier points fade (`_HALF_LIFE_WINDOWS`)."""
         pairs = [(b, cpu[tm]) for tm, b in busy.items() if tm in cpu and math.isfinite(cpu[tm])]
         if pairs:
             x, y = np.array(pairs).T
-            self.stats = self.stats.merge(RegressionStats.from_arrays(x, y))
+            self.stats = self.stats.faded(_FADE).merge(RegressionStats.from_arrays(x, y))
 
     def seed(self, points: Sequence[tuple[float, float]]) -> int:
         """Start the line from (busy share, CPU) points a capacity plan's testbed measured; a model that
@@ -114,11 +139,22 @@ class CoreModel:
         max_scaleout: int,
     ) -> CoreLimit:
         """Source rate at which the first core saturates, per scale-out 1..max_scaleout (inf where no rate
-        is known yet, or the busy time costs no CPU)."""
+        is known yet, or the line is unusable: then the CPU lines stand in, mape/vertex_analysis.py)."""
         idle, per_busy = self.line()
-        if not per_busy > 0 or max_scaleout < 1:
+        if max_scaleout < 1:
             return CoreLimit({})
-        budget = (self.settings.saturation_cpu - idle) / per_busy  # busy seconds a core carries
+        saturation = self.settings.saturation_cpu
+        if not saturation - idle > _MIN_HEADROOM_CPU:
+            return self._unusable(
+                "idle-at-saturation",
+                f"the line's idle CPU {idle:.2f} leaves no room below the saturation CPU {saturation:.2f}",
+                idle,
+                per_busy,
+            )
+        if not per_busy > 0:
+            reason = f"a busy second costs {per_busy:.2f} CPU"
+            return self._unusable("no-cpu-per-busy", reason, idle, per_busy)
+        budget = (saturation - idle) / per_busy  # busy seconds a core carries
         ratios = dag.input_ratios(graph)
         per_record = np.zeros((max_scaleout, max_scaleout))  # row p − 1: TaskManager i's busy per record
         running: dict[str, np.ndarray] = {}  # per vertex, its subtasks' busy per record as it runs now
@@ -137,15 +173,38 @@ class CoreModel:
         now = _running_limit(running, windows, busy, source_rps, budget)
         if now is not None:
             self.overhead_busy = now.overhead_busy
+        if not (budget > self.overhead_busy and (now is None or now.capacity_rps > 0)):
+            return self._unusable(  # a job that keeps up at a rate its cores could not carry at all
+                "overhead-fills-core",
+                f"the TaskManagers' fixed busy {self.overhead_busy:.2f} s per second fills the "
+                f"{budget:.2f} s a core carries by the line",
+                idle,
+                per_busy,
+            )
+        self.said_unusable = ""
         with np.errstate(divide="ignore", invalid="ignore"):
             limits = np.where(per_record > 0, (budget - self.overhead_busy) / per_record, math.inf)
         inside = np.arange(max_scaleout)[None, :] < np.arange(1, max_scaleout + 1)[:, None]
         capacities = np.where(inside, limits, math.inf).min(axis=1)
-        per_scaleout = {n: max(float(c), 0.0) for n, c in enumerate(capacities.tolist(), start=1)}
+        per_scaleout = {n: float(c) for n, c in enumerate(capacities.tolist(), start=1)}
         if now is None:
             return CoreLimit(per_scaleout, cpu_per_busy=per_busy, idle_cpu=idle)
         per_scaleout[current] = now.capacity_rps
         return CoreLimit(per_scaleout, now.taskmanager, now.busy, per_busy, idle)
+
+    def _unusable(self, kind: str, reason: str, idle: float, per_busy: float) -> CoreLimit:
+        """No limit from a line that cannot bound the rate (a zero capacity at every scale-out otherwise),
+        said once per `kind` of reason while it lasts."""
+        if kind != self.said_unusable:
+            _log.warning(
+                "cores-line-unusable",
+                reason=reason,
+                idle_cpu=round(idle, 3),
+                cpu_per_busy=round(per_busy, 3),
+                action="the cores bound no scale-out: the true rates and the CPU lines decide",
+            )
+            self.said_unusable = kind
+        return CoreLimit({}, cpu_per_busy=per_busy, idle_cpu=idle, unusable=reason)
 
     # ---- persistence ----------------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -153,10 +212,17 @@ class CoreModel:
 
     @classmethod
     def from_dict(cls, data: dict, settings: CapacitySettings | None = None) -> CoreModel:
+        """The model `to_dict` wrote (a count that never faded, from before the half-life, too). Sums no
+        windows can give raise ValueError, as a truncated state does: the knowledge starts this part
+        fresh (mape/knowledge.py) rather than plan with a line of NaN."""
         model = cls(settings or CapacitySettings())
         if "stats" in data:
             model.stats = RegressionStats.from_dict(data["stats"])
         model.overhead_busy = float(data.get("overhead_busy", 0.0))
+        st = model.stats
+        sums = (st.mean_x, st.mean_y, st.m2_x, st.m2_y, st.c_xy, model.overhead_busy)
+        if not all(map(math.isfinite, sums)) or min(st.n, st.m2_x, st.m2_y, model.overhead_busy) < 0:
+            raise ValueError(f"sums no windows give: {data}"[:200])
         return model
 
 
@@ -191,7 +257,7 @@ def _running_limit(
     overheads = [max(b - source_rps * u, 0.0) for _, b, u in rows]
     limits = [(budget - o) / u for o, (_, _, u) in zip(overheads, rows, strict=True)]
     i = int(np.argmin(limits))
-    return _RunningLimit(rows[i][0], rows[i][1], float(np.median(overheads)), max(limits[i], 0.0))
+    return _RunningLimit(rows[i][0], rows[i][1], float(np.median(overheads)), limits[i])
 
 
 def taskmanager_busy(windows: list[SubtaskWindow]) -> dict[str, float]:

@@ -17,7 +17,8 @@ import numpy as np
 class RegressionStats:
     """Sufficient statistics of (x, y): count, means and centred (co-)moment sums."""
 
-    n: int = 0
+    n: float = 0
+    """How many points; a weight (not a whole number) once `faded`."""
     mean_x: float = 0.0
     mean_y: float = 0.0
     m2_x: float = 0.0
@@ -74,6 +75,18 @@ class RegressionStats:
             self.c_xy + other.c_xy + dx * dy * weight,
         )
 
+    def faded(self, weight: float) -> RegressionStats:
+        """The same points, each counting `weight` (0..1) times: the means stay, the count and the sums
+        shrink. Fading before every `merge` is exponential forgetting: a line that follows a change."""
+        return RegressionStats(
+            self.n * weight,
+            self.mean_x,
+            self.mean_y,
+            self.m2_x * weight,
+            self.m2_y * weight,
+            self.c_xy * weight,
+        )
+
     @property
     def var_x(self) -> float:
         return self.m2_x / self.n if self.n else math.nan
@@ -119,7 +132,10 @@ class RegressionStats:
 
     @classmethod
     def from_dict(cls, data: dict) -> RegressionStats:
+        n = float(data["n"])  # a faded count is a weight; a whole one stays an int
+        if not math.isfinite(n):
+            raise ValueError(f"a count of {n}")
         return cls(
-            n=int(data["n"]),
+            n=int(n) if n.is_integer() else n,
             **{k: float(data[k]) for k in ("mean_x", "mean_y", "m2_x", "m2_y", "c_xy")},
         )

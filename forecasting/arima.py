@@ -20,6 +20,11 @@ from pmdarima.arima import ARIMA
 
 from forecasting.seasonality import detect_period_s, fourier_terms
 
+AUTO_MIN_PERIODS = 3
+"""A period "auto" finds must fit three times into the history: two one-off surges an hour apart look
+like a period seen twice, and the AICc guard keeps their Fourier terms (a phantom third surge was served
+as trusted); a chance coincidence three times over is far rarer, and a real season repeats anyway."""
+
 FitFunction = Callable[[np.ndarray, np.ndarray | None], object]
 """fit(y, X) -> a model with update(y, X=...) and predict(n_periods=..., X=...)."""
 
@@ -30,11 +35,13 @@ def fit_auto_arima(y: np.ndarray, X: np.ndarray | None = None, max_d: int = 1) -
     `max_d` caps the differencing: with d = 2 the model extrapolates the load's curvature, and a ramp
     then forecasts far above any level the workload reaches within 15 minutes. A constant series gets
     ARIMA(0,0,0) with its mean: auto_arima returns that order *without* an intercept there, which
-    forecasts 0 (a rate-limited source at 40k rps was forecast at 16k and scaled in on it).
+    forecasts 0 (a rate-limited source at 40k rps was forecast at 16k and scaled in on it). For the same
+    reason every undifferenced (d = 0) order is refitted with an intercept: without one the ARMA reverts
+    to 0, and on level data with one dropout auto_arima's AIC picked such a model (40k rps forecast < 0).
     """
     if len(y) and np.ptp(y) == 0:
         return ARIMA(order=(0, 0, 0), with_intercept=True, suppress_warnings=True).fit(y, X=X)
-    return pm.auto_arima(
+    chosen = pm.auto_arima(
         y,
         X=X,
         seasonal=False,
@@ -44,6 +51,9 @@ def fit_auto_arima(y: np.ndarray, X: np.ndarray | None = None, max_d: int = 1) -
         error_action="ignore",
         n_jobs=1,
     )
+    if chosen.order[1] > 0 or chosen.with_intercept:
+        return chosen
+    return ARIMA(**{**chosen.get_params(), "with_intercept": True}).fit(y, X=X)
 
 
 @dataclass(frozen=True)
@@ -73,11 +83,12 @@ class FittedModel:
 
 
 def seasonal_period_s(setting: float | str | None, values: np.ndarray, resolution_s: float) -> float | None:
-    """The period a fit on `values` uses: the setting's, or detected for "auto"; None under two periods."""
+    """The period a fit on `values` uses: the setting's (None under two periods), or one detected for
+    "auto" over AUTO_MIN_PERIODS periods at least."""
     if setting is None:
         return None
     if setting == "auto":
-        return detect_period_s(values, resolution_s)
+        return detect_period_s(values, resolution_s, min_periods=AUTO_MIN_PERIODS)
     return float(setting) if values.size * resolution_s >= 2 * float(setting) else None
 
 

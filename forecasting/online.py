@@ -41,6 +41,7 @@ from forecasting.fallback import linear_trend_forecast, naive_forecast
 from forecasting.grid import BucketGrid
 from forecasting.interval import BAND_S, PeakErrors
 from forecasting.types import Forecast, ForecastSettings
+from messages.types import MAX_RATE_RPS
 
 log = structlog.get_logger(__name__)
 
@@ -52,6 +53,11 @@ REJECTED_TOLERANCE = 0.1
 REJECTED_RETRY_S = 3600.0
 """A registry version refused is tried again after this long (loop time), or at once when its content
 changes: a version still being copied in, or an unreadable file share, fails only for a while."""
+RATE_CAP_FACTOR = 10.0
+"""No forecast above this many times the largest bucket the retained history (at least max_history_s)
+holds is served, nor above MAX_RATE_RPS: a tenfold rise within one horizon beyond anything seen for
+hours is no extrapolation the data support, but a model gone wrong (1e30 is finite and would size the
+job at its maximum); a real surge of that size is the reactive path's and the upper bound's to catch."""
 
 
 def _emit(level: str, event: str, **fields: Any) -> None:
@@ -102,16 +108,7 @@ class WorkloadForecaster:
         self._executor = executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="forecast-fit")
         self._fit = fit or partial(fit_auto_arima, max_d=settings.max_differencing)
         self._max_buckets = settings.buckets(settings.max_history_s)
-        # Enough for a fit that ends just before its timeout to catch up on what arrived meanwhile.
-        retention_s = max(
-            settings.max_history_s + settings.fit_timeout_s, settings.linear_window_s, settings.horizon_s
-        )
-        self._grid = BucketGrid(
-            settings.resolution_s,
-            max_gap_buckets=int(settings.max_interpolated_gap_s // settings.resolution_s),
-            retention_buckets=settings.buckets(retention_s),
-            reset_gap_buckets=self._max_buckets,
-        )
+        self._grid = self._new_grid(epoch=0)
         self._model: FittedModel | None = None
         self._fed_until = 0  # absolute index of the first bucket the model has not received
         self._pending: _PendingFit | None = None
@@ -131,18 +128,50 @@ class WorkloadForecaster:
         self._next_poll_s = -np.inf
         self._peak_errors = PeakErrors(settings.horizon_steps, quantile=settings.upper_quantile)
 
+    def _new_grid(self, epoch: int) -> BucketGrid:
+        """An empty history; a new epoch makes a fit still running on the old one be discarded."""
+        settings = self.settings
+        # Enough for a fit that ends just before its timeout to catch up on what arrived meanwhile.
+        retention_s = max(
+            settings.max_history_s + settings.fit_timeout_s, settings.linear_window_s, settings.horizon_s
+        )
+        grid = BucketGrid(
+            settings.resolution_s,
+            max_gap_buckets=int(settings.max_interpolated_gap_s // settings.resolution_s),
+            retention_buckets=settings.buckets(retention_s),
+            reset_gap_buckets=self._max_buckets,
+        )
+        grid.epoch = epoch
+        return grid
+
     # -- input ---------------------------------------------------------------------------------------
 
-    def observe(self, timestamps_s: np.ndarray, rates_rps: np.ndarray) -> None:
+    def observe(self, timestamps_s: np.ndarray, rates_rps: np.ndarray, now_s: float | None = None) -> None:
         """Take input-rate samples (any step, overlaps, NaN and gaps allowed; see forecasting/grid.py).
 
-        Cheap: it only puts samples on the bucket grid. Raises ValueError on arrays of different length.
+        Cheap: it only puts samples on the bucket grid. With the loop's clock `now_s`, samples ahead of it
+        are dropped (a wrong clock). Never raises, like forecast(): arrays of different lengths are
+        refused, and a grid that fails (damage a restored state's checks missed) restarts the history.
         """
-        epoch = self._grid.epoch
-        self._grid.add(timestamps_s, rates_rps)
-        if self._grid.epoch != epoch:
-            _emit("warning", "forecast_history_restarted", gap_over_s=self.settings.max_history_s)
-            self._drop_model("history restarted after a long gap")
+        if np.size(timestamps_s) != np.size(rates_rps):
+            _emit("warning", "forecast_samples_refused", reason="timestamps and rates differ in length")
+            return
+        grid = self._grid
+        epoch, future = grid.epoch, grid.future_samples
+        try:
+            grid.add(timestamps_s, rates_rps, now_s)
+        except Exception as exc:
+            _emit("error", "forecast_observe_failed", error=repr(exc), traceback=traceback.format_exc())
+            self._grid = self._new_grid(epoch + 1)
+            self._drop_model(f"history restarted: observe failed: {exc!r}")
+            return
+        if grid.future_samples > future:
+            _emit(
+                "warning", "forecast_samples_ahead_dropped", samples=grid.future_samples - future, now_s=now_s
+            )
+        if grid.epoch != epoch:
+            _emit("warning", "forecast_history_restarted", reason=grid.restart_reason)
+            self._drop_model(f"history restarted after {grid.restart_reason}")
 
     # -- one iteration -------------------------------------------------------------------------------
 
@@ -249,6 +278,7 @@ class WorkloadForecaster:
         future_s = grid.centres_s(grid.end, grid.end + steps)
         try:
             future = predict(self._model, future_s)
+            self._check_plausible(future)
         except Exception as exc:  # counted as a poor forecast: a model that stays unable is refitted
             _emit("warning", "forecast_predict_failed", error=repr(exc))
             self._poor_streak += 1
@@ -260,6 +290,23 @@ class WorkloadForecaster:
         )
         forecast = Forecast(now_s, np.clip(rates, 0.0, None), self._model.label, "", None, self._poor_streak)
         return forecast, ""
+
+    def _rate_cap_rps(self) -> float:
+        """The highest rate a forecast may carry (see RATE_CAP_FACTOR); 1 rps counts as the least peak,
+        so a history of zeros still allows a forecast of a few records."""
+        values = self._grid.values
+        peak_rps = max(float(values.max()) if values.size else 0.0, 1.0)
+        return min(MAX_RATE_RPS, RATE_CAP_FACTOR * peak_rps)
+
+    def _check_plausible(self, future_rps: np.ndarray) -> None:
+        """Raise ValueError for a model forecast no plan may use: above the rate cap, or below zero on
+        average. Rates are never negative, so a forecast below zero on average has lost the load's level
+        (an ARMA without its intercept reverts to 0); clipped at 0 it would scale the job in to nothing."""
+        cap_rps = self._rate_cap_rps()
+        if future_rps.max() > cap_rps:
+            raise ValueError(f"forecast {future_rps.max():.3g} rps above the cap {cap_rps:.3g} rps")
+        if future_rps.mean() < 0:
+            raise ValueError(f"forecast mean {future_rps.mean():.3g} rps below zero")
 
     def _why_no_model(self) -> str:
         span_s, needed_s = self._grid.span_s, self.settings.min_history_s
@@ -406,16 +453,15 @@ class WorkloadForecaster:
 
     def _caught_up(self, model: FittedModel, fed_until: int) -> FittedModel:
         """`model` fed the buckets from `fed_until` on; raises unless it then forecasts the horizon in
-        finite values (a registry version with a NaN level, or a fit gone wrong, would otherwise replace a
-        working model and fail at every iteration after)."""
+        finite, plausible values (a registry version with a NaN level, or a fit gone wrong, would otherwise
+        replace a working model and fail at every iteration after)."""
         grid = self._grid
         if fed_until < grid.first:
             raise ValueError("the fit fell behind the retained history")
         if grid.end > fed_until:
             model = self._advanced(model, fed_until)
-        predict(
-            model, grid.centres_s(grid.end, grid.end + self.settings.buckets(self.settings.horizon_s) + 1)
-        )
+        horizon_buckets = self.settings.buckets(self.settings.horizon_s)
+        self._check_plausible(predict(model, grid.centres_s(grid.end, grid.end + horizon_buckets + 1)))
         return model
 
     def _advanced(self, model: FittedModel, fed_until: int) -> FittedModel:
@@ -499,6 +545,7 @@ class WorkloadForecaster:
             rates, model = linear_trend_forecast(times_s, values[observed], targets_s), "linear"
         else:
             rates, model = naive_forecast(values, len(targets_s)), "naive"
+        rates = np.minimum(rates, self._rate_cap_rps())  # a steep trend extrapolates beyond any load seen
         upper = None
         if self._model is None and observed.any():
             upper = np.full(len(rates), values[observed].max())
@@ -544,7 +591,11 @@ class WorkloadForecaster:
         if state.get("version") != STATE_VERSION:
             raise ValueError(f"unknown forecaster state version {state.get('version')!r}")
         forecaster = cls(settings, executor=executor, fit=fit, model_source=model_source)
-        forecaster._grid.load_state(state["grid"])
+        try:
+            forecaster._grid.load_state(state["grid"])
+        except Exception as exc:  # another resolution, or damage: the model without its history is lost too
+            _emit("warning", "forecast_state_not_restored", error=repr(exc)[:300])
+            return forecaster
         try:  # a model pickled by another version of a library may no longer load: refit, keep the rest
             model = None if state["model"] is None else pickle.loads(state["model"])
             if model is not None and not isinstance(model, FittedModel):

@@ -128,10 +128,19 @@ class ModelRegistry:
             return RegistryEntry(job, version, target)
 
     def load(self, entry: RegistryEntry) -> tuple[FittedModel, dict[str, Any]]:
-        """The model and its metadata; ValueError when the artifact does not match its checksum."""
+        """The model and its metadata; ValueError when the metadata is of another format, job or version, or
+        the artifact does not match its checksum."""
         metadata = entry.metadata()
         if metadata.get("format") != FORMAT:  # a newer foresail's layout: read as this one, it would mislead
             raise ValueError(f"{entry.path}: format {metadata.get('format')!r}, this foresail reads {FORMAT}")
+        # publish writes both into every version; another pair is a directory copied or synced from another
+        # job or number, whose model forecasts that job's load (one written without them: not by publish)
+        made_for = (metadata.get("job"), metadata.get("version"))
+        if made_for != (entry.job, entry.version) or isinstance(made_for[1], bool):
+            raise ValueError(
+                f"{entry.path}: metadata says job {made_for[0]!r} version {made_for[1]!r}, "
+                f"not {entry.job!r} {entry.name}: a version copied from elsewhere"
+            )
         name = metadata["artifact"]["file"]
         if Path(name).name != name or name in ("", ".", ".."):
             raise ValueError(f"{entry.path}: artifact {name!r} is not a file of this version")

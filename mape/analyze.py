@@ -122,7 +122,9 @@ class Analyzer:
         expected_upper = math.nan
         if self.forecasting:
             expected_upper = expected_upper_rps(knowledge.forecaster.last_forecast, observation.time_s)
-            knowledge.forecaster.observe(observation.input_timestamps_s, observation.input_rate_rps)
+            knowledge.forecaster.observe(
+                observation.input_timestamps_s, observation.input_rate_rps, now_s=observation.time_s
+            )
             forecast = knowledge.forecaster.forecast(observation.time_s)
             recovery_s, lag_catch_up_s = self._recovery_per_candidate(
                 observation, capacities_rps, forecast.planned_rps, backlog, current, knowledge

@@ -216,52 +216,74 @@ class Knowledge:
         state: dict[str, Any],
         settings: KnowledgeSettings,
         log: structlog.typing.FilteringBoundLogger | None = None,
+        *,
+        strict: bool = False,
     ) -> Knowledge:
-        """Rebuild from `to_state()` output; missing parts start fresh."""
+        """Rebuild from `to_state()` output; missing parts start fresh. So does a part that cannot be read
+        (another version's forecaster state after a downgrade, a truncated or hand-edited one), said in one
+        line: the rest is kept, where one such part used to cost the whole store (`_restored`). `strict`
+        raises instead, for a caller that has a whole copy to try first (`KnowledgeStore.load`)."""
+        log = log or structlog.get_logger("foresail.knowledge")
         monitor_options = {"timeout_s": settings.observe_timeout_s, "k_std": settings.anomaly_k}
-        forecaster_state = state.get("forecaster")
+        executor, source = settings.executor(), settings.model_source()
+
+        def part(name: str, restore: Callable[[Any], Any], fresh: Callable[[], Any]) -> Any:
+            return _restored(state, name, restore, fresh, None if strict else log)
+
+        def fresh_forecaster() -> WorkloadForecaster:
+            return WorkloadForecaster(settings.forecast, executor, model_source=source)
+
+        def fresh_downtime() -> DowntimeModel:
+            return DowntimeModel(settings.downtime_out_s, settings.downtime_in_s, settings.downtime_window)
+
         knowledge = cls(
-            capacity=CapacityModel.from_dict(state.get("capacity", {}), settings.capacity),
-            dag=DagModel.from_dict(state.get("dag", {}), settings.dag),
-            cores=CoreModel.from_dict(state.get("cores", {}), settings.capacity),
-            track_record=CapacityTrackRecord.from_dict(state.get("track_record", {})),
-            forecaster=(
-                WorkloadForecaster.from_state(
-                    forecaster_state,
-                    settings.forecast,
-                    settings.executor(),
-                    model_source=settings.model_source(),
-                )
-                if forecaster_state
-                else WorkloadForecaster(
-                    settings.forecast, settings.executor(), model_source=settings.model_source()
-                )
+            capacity=part(
+                "capacity",
+                lambda data: CapacityModel.from_dict(data, settings.capacity),
+                lambda: CapacityModel.from_dict({}, settings.capacity),
             ),
-            downtime=(
-                DowntimeModel.from_dict(state["downtime"])
-                if "downtime" in state
-                else DowntimeModel(settings.downtime_out_s, settings.downtime_in_s, settings.downtime_window)
+            dag=part(
+                "dag",
+                lambda data: DagModel.from_dict(data, settings.dag),
+                lambda: DagModel.from_dict({}, settings.dag),
             ),
-            recovery=(
-                RecoveryMonitor.from_dict(state["recovery"], settings.executor(), **monitor_options)
-                if "recovery" in state
-                else RecoveryMonitor(settings.executor(), **monitor_options)
+            cores=part(
+                "cores",
+                lambda data: CoreModel.from_dict(data, settings.capacity),
+                lambda: CoreModel.from_dict({}, settings.capacity),
+            ),
+            track_record=part(
+                "track_record", CapacityTrackRecord.from_dict, lambda: CapacityTrackRecord.from_dict({})
+            ),
+            forecaster=part(
+                "forecaster",
+                lambda data: (
+                    WorkloadForecaster.from_state(data, settings.forecast, executor, model_source=source)
+                    if data
+                    else fresh_forecaster()
+                ),
+                fresh_forecaster,
+            ),
+            downtime=part("downtime", DowntimeModel.from_dict, fresh_downtime),
+            recovery=part(
+                "recovery",
+                lambda data: RecoveryMonitor.from_dict(data, settings.executor(), **monitor_options),
+                lambda: RecoveryMonitor(settings.executor(), **monitor_options),
             ),
             extensions={
-                name: make(state.get(name, {})) for name, make in settings.extension_factories.items()
+                name: part(name, make, lambda make=make: make({}))
+                for name, make in settings.extension_factories.items()
             },
-            plausibility=Ledger.from_dict(state.get("plausibility", {})),
+            plausibility=part("plausibility", Ledger.from_dict, lambda: Ledger.from_dict({})),
         )
-        knowledge.rescales.extend(_rescales(state.get("rescales", []), log))
-        loop = state.get("loop", {})
-        knowledge.iteration = int(loop.get("iteration", 0))
-        knowledge.last_time_s = loop.get("last_time_s")
-        knowledge.last_rescale_s = loop.get("last_rescale_s")
-        knowledge.last_target_scaleout = loop.get("last_target_scaleout")
-        knowledge.rescale_times_s.extend(float(t) for t in loop.get("rescale_times_s", []))
-        seeded_for = loop.get("seeded_for")
-        if isinstance(seeded_for, list) and seeded_for and all(isinstance(n, str) for n in seeded_for):
-            knowledge.seeded_for = tuple(sorted(seeded_for))
+        knowledge.rescales.extend(part("rescales", lambda data: _rescales(data, log), list))
+        loop = part("loop", _loop, lambda: _loop({}))
+        knowledge.iteration = loop["iteration"]
+        knowledge.last_time_s = loop["last_time_s"]
+        knowledge.last_rescale_s = loop["last_rescale_s"]
+        knowledge.last_target_scaleout = loop["last_target_scaleout"]
+        knowledge.rescale_times_s.extend(loop["rescale_times_s"])
+        knowledge.seeded_for = loop["seeded_for"]
         return knowledge
 
     def to_state(self, with_forecaster: bool = True) -> dict[str, Any]:
@@ -449,38 +471,67 @@ class KnowledgeStore:
         return self.path != ":memory:"
 
     def load(self, settings: KnowledgeSettings | None = None) -> Knowledge:
-        """The last committed knowledge, or a fresh one for an empty store. A store whose content cannot be
-        read back is treated as damaged (moved aside; the snapshot or a fresh start)."""
+        """The last committed knowledge, or a fresh one for an empty store. A part that cannot be read is
+        taken from the snapshot where the snapshot reads whole (the store moved aside as damaged), else that
+        part alone starts fresh, said (another version's forecaster state is in both). A store whose
+        content cannot be read back at all is treated as damaged (moved aside; the snapshot or a fresh
+        start)."""
+        settings = settings or KnowledgeSettings()
         try:
-            return self._load(settings)
+            return self._load(self._db, settings, strict=True)
         except Exception as error:
             if not self.durable:
-                raise
+                return self._load(self._db, settings)
+            reason = f"unreadable content: {type(error).__name__}: {error}"
+        if self._snapshot_reads_whole(settings):
+            self._db.close()
+            self._replace_damaged(reason)
+            self._db = self._open()
+        try:
+            return self._load(self._db, settings)
+        except Exception as error:
             self._db.close()
             self._replace_damaged(f"unreadable content: {type(error).__name__}: {error}")
             self._db = self._open()
-            try:
-                return self._load(settings)
-            except Exception as again:  # the snapshot is unreadable too: start from nothing
-                self._db.close()
-                Path(f"{self.path}.snapshot").unlink(missing_ok=True)
-                self._replace_damaged(f"snapshot unreadable: {type(again).__name__}: {again}")
-                self._db = self._open()
-                return self._load(settings)
+        try:
+            return self._load(self._db, settings)
+        except Exception as again:  # the snapshot is unreadable too: start from nothing
+            self._db.close()
+            Path(f"{self.path}.snapshot").unlink(missing_ok=True)
+            self._replace_damaged(f"snapshot unreadable: {type(again).__name__}: {again}")
+            self._db = self._open()
+            return self._load(self._db, settings)
 
-    def _load(self, settings: KnowledgeSettings | None) -> Knowledge:
-        state = {key: json.loads(value) for key, value in self._db.execute("SELECT key, value FROM state")}
-        state = {key: value for key, value in state.items() if not key.startswith(ATTACHED)}
-        if "forecaster" in state:
-            row = self._db.execute("SELECT value FROM blobs WHERE key = ?", (MODEL_BLOB,)).fetchone()
+    def _snapshot_reads_whole(self, settings: KnowledgeSettings) -> bool:
+        """Whether the snapshot is sound and every part of it can be read."""
+        snapshot = Path(f"{self.path}.snapshot")
+        if not (snapshot.is_file() and _sound(snapshot)):
+            return False
+        db = _read_only(snapshot)
+        try:
+            self._load(db, settings, strict=True).close()
+        except Exception:  # whatever fails the strict read: the snapshot is no better than the store
+            return False
+        finally:
+            db.close()
+        return True
+
+    def _load(self, db: sqlite3.Connection, settings: KnowledgeSettings, strict: bool = False) -> Knowledge:
+        """Read part by part: a part that cannot be read raises when `strict`, else it is said and starts
+        fresh, the rest kept (`Knowledge.from_state`); a decision that cannot be read is dropped, said."""
+        log = self.log.bind(path=self.path)
+        state = {}
+        for key, value in db.execute("SELECT key, value FROM state"):
+            if not key.startswith(ATTACHED):
+                state[key] = _restored({key: value}, key, json.loads, lambda: None, None if strict else log)
+        if isinstance(state.get("forecaster"), dict):
+            row = db.execute("SELECT value FROM blobs WHERE key = ?", (MODEL_BLOB,)).fetchone()
             state["forecaster"]["model"] = row[0] if row else None
-        knowledge = Knowledge.from_state(
-            state, settings or KnowledgeSettings(), self.log.bind(path=self.path)
-        )
-        rows = self._db.execute(
+        knowledge = Knowledge.from_state(state, settings, log, strict=strict)
+        rows = db.execute(
             "SELECT body FROM decisions ORDER BY id DESC LIMIT ?", (RECENT_DECISIONS,)
         ).fetchall()
-        knowledge.recent_decisions.extend(Decision.from_dict(json.loads(body)) for (body,) in reversed(rows))
+        knowledge.recent_decisions.extend(_decisions([body for (body,) in reversed(rows)], log))
         return knowledge
 
     def attached(self, name: str) -> dict[str, Any] | None:
@@ -650,6 +701,63 @@ def _store_files(path: str) -> list[Path]:
     """The store's files, snapshot included (what a fresh start deletes)."""
     suffixes = ("", "-wal", "-shm", "-journal", ".snapshot", ".snapshot-wal", ".snapshot-shm")
     return [Path(path + suffix) for suffix in suffixes]
+
+
+def _restored(
+    state: dict[str, Any],
+    name: str,
+    restore: Callable[[Any], Any],
+    fresh: Callable[[], Any],
+    log: structlog.typing.FilteringBoundLogger | None,
+) -> Any:
+    """Part `name` of the saved state, or a fresh one where it is missing or cannot be read: one line names
+    the part and the error, and the next save replaces it (without a `log`, the error is raised)."""
+    if state.get(name) is None:
+        return fresh()
+    try:
+        return restore(state[name])
+    except Exception as error:  # whatever a part's reader raises costs that part only
+        if log is None:
+            raise
+        log.error(
+            "knowledge-store-part-unreadable",
+            part=name,
+            error=f"{type(error).__name__}: {error}"[:300],
+            action="this part starts fresh; the rest of the knowledge is kept",
+        )
+        return fresh()
+
+
+def _decisions(bodies: list[str], log: structlog.typing.FilteringBoundLogger) -> list[Decision]:
+    """The stored recent decisions, read one by one: one that cannot be read is dropped with a warning."""
+    decisions, dropped = [], 0
+    for body in bodies:
+        try:
+            decisions.append(Decision.from_dict(json.loads(body)))
+        except Exception:  # whatever a decision's reader raises costs that decision only
+            dropped += 1
+    if dropped:
+        log.warning("knowledge-store-part-skipped", part="decisions", dropped_entries=dropped)
+    return decisions
+
+
+def _loop(loop: dict[str, Any]) -> dict[str, Any]:
+    """The loop's counters, converted here so that a value of the wrong type fails the part, not the loop
+    later."""
+
+    def optional(value: Any, kind: type) -> Any:
+        return None if value is None else kind(value)
+
+    seeded_for = loop.get("seeded_for")
+    seeded = isinstance(seeded_for, list) and seeded_for and all(isinstance(n, str) for n in seeded_for)
+    return {
+        "iteration": int(loop.get("iteration", 0)),
+        "last_time_s": optional(loop.get("last_time_s"), float),
+        "last_rescale_s": optional(loop.get("last_rescale_s"), float),
+        "last_target_scaleout": optional(loop.get("last_target_scaleout"), int),
+        "rescale_times_s": [float(t) for t in loop.get("rescale_times_s", [])],
+        "seeded_for": tuple(sorted(seeded_for)) if seeded else None,
+    }
 
 
 def _rescales(entries: list, log: structlog.typing.FilteringBoundLogger | None) -> list[CompletedRescale]:

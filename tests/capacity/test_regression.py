@@ -84,3 +84,22 @@ def test_reverse_slope_is_the_inverse_of_regressing_x_on_y():
 def test_round_trips_through_dict():
     stats = RegressionStats.from_arrays(np.array([0.1, 0.5, 0.9]), np.array([10.0, 50.0, 95.0]))
     assert RegressionStats.from_dict(stats.to_dict()) == stats
+
+
+@settings(max_examples=200, deadline=None)
+@given(points, points, st.floats(0.05, 1.0))
+def test_fading_before_a_merge_equals_weighted_least_squares(old, new, weight):
+    """Exponential forgetting: the old points count `weight` times each, the new ones once."""
+    xs = np.array([p[0] for p in old + new]) + np.linspace(0, 0.5, len(old) + len(new))
+    ys = np.array([p[1] for p in old + new])
+    w = np.r_[np.full(len(old), weight), np.ones(len(new))]
+    k = len(old)
+    stats = RegressionStats.from_arrays(xs[:k], ys[:k]).faded(weight)
+    stats = stats.merge(RegressionStats.from_arrays(xs[k:], ys[k:]))
+    mean_x, mean_y = np.average(xs, weights=w), np.average(ys, weights=w)
+    slope = float(w @ ((xs - mean_x) * (ys - mean_y)) / (w @ (xs - mean_x) ** 2))
+    scale = max(1.0, float(np.abs(ys).max()))
+    assert math.isclose(stats.n, w.sum(), rel_tol=1e-12)
+    assert _close(stats.slope, slope, scale * 10)
+    assert _close(stats.intercept, float(mean_y - slope * mean_x), scale * 10)
+    assert RegressionStats.from_dict(stats.to_dict()) == stats

@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -269,12 +270,14 @@ def test_a_restore_the_disk_refuses_is_one_clear_error_and_keeps_the_snapshot(tm
     assert knowledge.iteration == 6 and len(_aside(tmp_path)) == 1
 
 
-def test_two_stores_moved_aside_in_one_second_are_both_kept(tmp_path):
+def test_two_stores_moved_aside_in_one_second_are_both_kept(tmp_path, monkeypatch):
     path = tmp_path / "k.sqlite"
-    _save_iterations(path, 4).close()
-    _bad_state(path)
-    _bad_state(Path(f"{path}.snapshot"))  # the snapshot is moved aside too, within the same second
-    assert _load(path).iteration == 0
+    second = time.gmtime()
+    monkeypatch.setattr(time, "gmtime", lambda *_: second)  # both moves within the same second
+    for iterations in (4, 5):
+        store = _save_iterations(path, iterations)
+        store.close()
+        store._move_aside()
     assert len(_aside(tmp_path)) == 2
 
 

@@ -1,0 +1,240 @@
+"""Hostile inputs to the forecaster: explosive or level-less models, clock steps, damaged or foreign
+saved state, and surges that look like a season. Each gets a log line or a safe decision, never a
+forecast the planner cannot use nor an exception out of the loop."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from structlog.testing import capture_logs
+
+from forecasting.arima import fit_auto_arima, seasonal_period_s
+from forecasting.executor import InlineExecutor
+from forecasting.grid import BucketGrid
+from forecasting.online import WorkloadForecaster
+from forecasting.types import ForecastSettings
+from messages.types import MAX_RATE_RPS
+from tests.forecasting.fakes import ConstantModel, Driver, PersistenceModel, RecordingFit
+
+SETTINGS = ForecastSettings(
+    resolution_s=10.0, horizon_s=300.0, min_history_s=300.0, max_history_s=1200.0, linear_window_s=120.0
+)
+T0_S = 1_700_000_000  # an epoch-sized clock, as the daemon's
+
+
+def flat(level: float):
+    return lambda t: np.full(t.shape, level)
+
+
+def forecaster(fit=None, settings: ForecastSettings = SETTINGS) -> WorkloadForecaster:
+    return WorkloadForecaster(settings, executor=InlineExecutor(), fit=fit or RecordingFit())
+
+
+def events(logs: list[dict], name: str) -> list[dict]:
+    return [e for e in logs if e["event"] == name]
+
+
+# -- 1: explosive forecasts ---------------------------------------------------------------------------
+
+
+def test_a_model_forecasting_an_explosive_level_is_refused_and_the_fallback_serves():
+    fit = RecordingFit(make=lambda y, call: ConstantModel(y, level=1e30))
+    driver = Driver(forecaster(fit), flat(1000.0))
+    with capture_logs() as logs:
+        forecasts = [driver.step() for _ in range(10)]
+    assert fit.calls  # a fit ran and returned the explosive model
+    assert all(f.model == "linear" for f in forecasts)
+    assert max(f.planned_rps.max() for f in forecasts) == pytest.approx(1000.0)
+    assert "above the cap" in events(logs, "forecast_model_refused")[0]["error"]
+
+
+class ExplodingModel(PersistenceModel):
+    """Tracks the data until `explode` is set, then forecasts 1e30 (finite) rps."""
+
+    explode = False
+
+    def predict(self, n_periods, X=None):
+        return np.full(n_periods, 1e30 if ExplodingModel.explode else self.received[-1])
+
+
+def test_a_running_model_that_turns_explosive_is_not_served(monkeypatch):
+    monkeypatch.setattr(ExplodingModel, "explode", False)
+    driver = Driver(forecaster(RecordingFit(make=lambda y, call: ExplodingModel(y))), flat(1000.0))
+    driver.step_until(lambda f: f.model == "explodingmodel")
+    monkeypatch.setattr(ExplodingModel, "explode", True)
+    with capture_logs() as logs:
+        forecast = driver.step()
+    assert forecast.model == "linear"
+    assert forecast.planned_rps.max() == pytest.approx(1000.0)
+    assert "above the cap" in events(logs, "forecast_predict_failed")[0]["error"]
+
+
+def test_the_linear_fallback_never_forecasts_above_the_largest_valid_rate():
+    ramp = lambda t: np.clip((t - 60.0) * 5e6, 0.0, None)  # noqa: E731  0 -> 9e8 rps in three minutes
+    forecast = Driver(forecaster(), ramp).step(240)
+    assert forecast.model == "linear"
+    assert forecast.rates_rps.max() == MAX_RATE_RPS
+
+
+# -- 4: level lost (no intercept) ---------------------------------------------------------------------
+
+
+def test_a_model_that_forecasts_below_zero_is_refused():
+    fit = RecordingFit(make=lambda y, call: ConstantModel(y, level=-1500.0))
+    driver = Driver(forecaster(fit), flat(40_000.0))
+    with capture_logs() as logs:
+        forecasts = [driver.step() for _ in range(8)]
+    assert fit.calls
+    assert all(f.model == "linear" for f in forecasts)
+    assert forecasts[-1].planned_rps.min() == pytest.approx(40_000.0)
+    assert "below zero" in events(logs, "forecast_model_refused")[0]["error"]
+
+
+def test_an_undifferenced_fit_of_a_level_load_keeps_its_intercept():
+    """A flat 40k rps load whose last bucket read 0 (a metrics dropout): auto_arima's AIC chose an ARMA
+    without intercept, whose forecast reverted to 0 (below it, in fact)."""
+    values = np.full(180, 40_000.0)
+    values[-1] = 0.0
+    model = fit_auto_arima(values)
+    assert model.order[1] == 0 and model.with_intercept
+    assert model.predict(n_periods=90).mean() > 30_000.0
+
+
+# -- 2: wall-clock steps ------------------------------------------------------------------------------
+
+
+def test_a_clock_stepped_forward_and_back_blinds_the_forecaster_only_briefly():
+    driver = Driver(forecaster(), flat(1000.0))
+    driver.now_s = T0_S
+    driver.step_until(lambda f: f.model == "persistencemodel")
+    resumed_s = driver.now_s + 60
+    driver.now_s += 3 * 3600  # one iteration with the clock three hours ahead ...
+    driver.step()
+    driver.now_s, driver.level = resumed_s, flat(5000.0)  # ... then corrected; the load rises
+    with capture_logs() as logs:
+        forecasts = [driver.step() for _ in range(3)]
+    assert "the clock went back" in events(logs, "forecast_history_restarted")[0]["reason"]
+    assert forecasts[-1].rates_rps[0] == pytest.approx(5000.0)
+    assert driver.forecaster._grid.late_samples == 0
+
+
+def test_samples_ahead_of_the_loop_clock_are_dropped_with_a_log_line():
+    fc = forecaster()
+    stamps = T0_S + np.arange(1.0, 61.0)
+    fc.observe(stamps, np.full(60, 1000.0), now_s=T0_S + 60.0)
+    with capture_logs() as logs:
+        fc.observe(stamps + 3 * 3600, np.full(60, 9000.0), now_s=T0_S + 120.0)
+    assert events(logs, "forecast_samples_ahead_dropped")[0]["samples"] == 60
+    assert fc._grid.watermark_s == T0_S + 60.0
+
+
+# -- 6: damaged saved grid, and observe never raises --------------------------------------------------
+
+
+def saved_state(settings: ForecastSettings = SETTINGS) -> tuple[dict, int]:
+    """A forecaster's state after ten minutes of 1000 rps, as a knowledge store keeps it (JSON)."""
+    driver = Driver(forecaster(settings=settings), flat(1000.0))
+    driver.now_s = T0_S
+    for _ in range(10):
+        driver.step()
+    state = json.loads(json.dumps({k: v for k, v in driver.forecaster.state_dict().items() if k != "model"}))
+    return {**state, "model": None}, driver.now_s
+
+
+def test_a_damaged_saved_grid_gives_a_fresh_history_and_observe_keeps_working():
+    state, now_s = saved_state()
+    state["grid"]["values"][-1] = float("nan")
+    with capture_logs() as logs:
+        restored = WorkloadForecaster.from_state(state, SETTINGS, executor=InlineExecutor())
+    assert events(logs, "forecast_state_not_restored")
+    driver = Driver(restored, flat(2000.0))
+    driver.now_s = now_s
+    for _ in range(3):
+        forecast = driver.step()
+    assert forecast.rates_rps[0] == pytest.approx(2000.0)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda g: g["values"].append(1.0),  # values and observed differ in length
+        lambda g: g["values"].__setitem__(0, -5.0),
+        lambda g: g["values"].__setitem__(0, 1e300),
+        lambda g: g["open_timestamps_s"].__setitem__(0, g["first"] * 10.0),  # before the grid's end
+        lambda g: g["open_rates_rps"].append(1.0),
+    ],
+)
+def test_grid_load_state_refuses_what_add_could_not_have_produced(damage):
+    grid = BucketGrid(10.0, max_gap_buckets=3, retention_buckets=100, reset_gap_buckets=100)
+    grid.add(np.arange(0.0, 100.0, 5.0), np.full(20, 7.0))
+    state = json.loads(json.dumps(grid.state_dict()))
+    damage(state)
+    fresh = BucketGrid(10.0, max_gap_buckets=3, retention_buckets=100, reset_gap_buckets=100)
+    with pytest.raises(ValueError):
+        fresh.load_state(state)
+    assert fresh.values.size == 0  # left as it was
+
+
+def test_observe_never_raises_a_grid_failure_it_restarts_the_history(monkeypatch):
+    driver = Driver(forecaster(), flat(1000.0))
+    driver.step_until(lambda f: f.model == "persistencemodel")
+    broken = driver.forecaster._grid
+
+    def fail(*args, **kwargs):
+        raise ValueError("fill_gaps needs finite values at both ends")
+
+    monkeypatch.setattr(broken, "add", fail)
+    with capture_logs() as logs:
+        driver.step()
+        driver.forecaster.observe(np.arange(3.0), np.arange(2.0))  # lengths differ: refused, no raise
+    assert events(logs, "forecast_observe_failed")
+    assert events(logs, "forecast_samples_refused")
+    assert driver.forecaster._grid is not broken
+    assert driver.forecaster._grid.epoch == broken.epoch + 1
+    assert driver.step().rates_rps[0] == pytest.approx(1000.0)
+
+
+# -- 8: resolution changed between saving and restoring -----------------------------------------------
+
+
+def test_a_state_saved_at_another_resolution_starts_a_fresh_grid_and_model():
+    state, now_s = saved_state()
+    coarser = replace(SETTINGS, resolution_s=20.0)
+    with capture_logs() as logs:
+        restored = WorkloadForecaster.from_state(state, coarser, executor=InlineExecutor())
+    assert "resolution" in events(logs, "forecast_state_not_restored")[0]["error"]
+    driver = Driver(restored, flat(8000.0))
+    driver.now_s = now_s
+    forecast = driver.step()
+    for _ in range(3):
+        forecast = driver.step()
+    assert forecast.rates_rps[0] == pytest.approx(8000.0)
+    assert restored._grid.late_samples == 0
+
+
+def test_an_old_state_without_its_resolution_is_refused_when_its_indices_cannot_be_this_one():
+    state, _ = saved_state()
+    state["grid"].pop("resolution_s", None)  # as saved before the resolution was stored
+    coarser = replace(SETTINGS, resolution_s=20.0)
+    with capture_logs() as logs:
+        restored = WorkloadForecaster.from_state(state, coarser, executor=InlineExecutor())
+    assert "after its newest sample" in events(logs, "forecast_state_not_restored")[0]["error"]
+    assert restored._grid.values.size == 0
+    same = WorkloadForecaster.from_state(state, SETTINGS, executor=InlineExecutor())
+    assert same._grid.values.size == 60  # at the resolution it was saved in, it is kept
+
+
+# -- 11: one-off surges are no season -----------------------------------------------------------------
+
+
+def test_two_one_off_surges_are_no_auto_period_but_a_season_seen_three_times_is():
+    minutes = np.arange(720) / 6  # two hours of 10-s buckets
+    rng = np.random.default_rng(0)
+    surges = ((minutes >= 30) & (minutes < 35)) | ((minutes >= 80) & (minutes < 85))
+    values = 1000 + rng.normal(0, 30, minutes.size) + 3000 * surges
+    assert seasonal_period_s("auto", values, 10.0) is None
+    wave = 1000 + 400 * np.sin(2 * np.pi * minutes / 35) + rng.normal(0, 30, minutes.size)
+    assert seasonal_period_s("auto", wave, 10.0) == pytest.approx(35 * 60, rel=0.03)
