@@ -69,6 +69,12 @@ def load_knowledge(store: KnowledgeStore, settings: KnowledgeSettings) -> Knowle
         knowledge = store.load(settings)
     if store.damaged != seen:
         print(f"foresail: {store.damaged}", file=sys.stderr)
+    if knowledge.unreadable_parts:
+        parts = ", ".join(knowledge.unreadable_parts)
+        print(
+            f"foresail: knowledge store {store.path}: unreadable {parts} started fresh, the rest kept",
+            file=sys.stderr,
+        )
     return knowledge
 
 

@@ -146,6 +146,8 @@ class Knowledge:
     seeded_for: tuple[str, ...] | None = None
     """The vertex names of the job a capacity plan seeded this store for, until the daemon saw its job's
     graph (`check_seeded_job`)."""
+    unreadable_parts: tuple[str, ...] = ()
+    """Stored parts that could not be read at the load and started fresh (said once on the console)."""
 
     @property
     def informed(self) -> bool:
@@ -227,8 +229,10 @@ class Knowledge:
         monitor_options = {"timeout_s": settings.observe_timeout_s, "k_std": settings.anomaly_k}
         executor, source = settings.executor(), settings.model_source()
 
+        unreadable: list[str] = []
+
         def part(name: str, restore: Callable[[Any], Any], fresh: Callable[[], Any]) -> Any:
-            return _restored(state, name, restore, fresh, None if strict else log)
+            return _restored(state, name, restore, fresh, None if strict else log, unreadable)
 
         def fresh_forecaster() -> WorkloadForecaster:
             return WorkloadForecaster(settings.forecast, executor, model_source=source)
@@ -284,6 +288,7 @@ class Knowledge:
         knowledge.last_target_scaleout = loop["last_target_scaleout"]
         knowledge.rescale_times_s.extend(loop["rescale_times_s"])
         knowledge.seeded_for = loop["seeded_for"]
+        knowledge.unreadable_parts = tuple(unreadable)
         return knowledge
 
     def to_state(self, with_forecaster: bool = True) -> dict[str, Any]:
@@ -709,6 +714,7 @@ def _restored(
     restore: Callable[[Any], Any],
     fresh: Callable[[], Any],
     log: structlog.typing.FilteringBoundLogger | None,
+    unreadable: list[str] | None = None,
 ) -> Any:
     """Part `name` of the saved state, or a fresh one where it is missing or cannot be read: one line names
     the part and the error, and the next save replaces it (without a `log`, the error is raised)."""
@@ -725,6 +731,8 @@ def _restored(
             error=f"{type(error).__name__}: {error}"[:300],
             action="this part starts fresh; the rest of the knowledge is kept",
         )
+        if unreadable is not None:
+            unreadable.append(name)
         return fresh()
 
 
@@ -742,19 +750,16 @@ def _decisions(bodies: list[str], log: structlog.typing.FilteringBoundLogger) ->
 
 
 def _loop(loop: dict[str, Any]) -> dict[str, Any]:
-    """The loop's counters, converted here so that a value of the wrong type fails the part, not the loop
-    later."""
-
-    def optional(value: Any, kind: type) -> Any:
-        return None if value is None else kind(value)
-
+    """The loop's counters. The iteration and the rescale times are converted here, so that a value of the
+    wrong type fails this part, not the loop later; the stored time and scale-out are judged where the
+    daemon resumes (`stored-time-ignored`, `stored-scaleout-ignored`), keeping the iteration."""
     seeded_for = loop.get("seeded_for")
     seeded = isinstance(seeded_for, list) and seeded_for and all(isinstance(n, str) for n in seeded_for)
     return {
         "iteration": int(loop.get("iteration", 0)),
-        "last_time_s": optional(loop.get("last_time_s"), float),
-        "last_rescale_s": optional(loop.get("last_rescale_s"), float),
-        "last_target_scaleout": optional(loop.get("last_target_scaleout"), int),
+        "last_time_s": loop.get("last_time_s"),
+        "last_rescale_s": loop.get("last_rescale_s"),
+        "last_target_scaleout": loop.get("last_target_scaleout"),
         "rescale_times_s": [float(t) for t in loop.get("rescale_times_s", [])],
         "seeded_for": tuple(sorted(seeded_for)) if seeded else None,
     }

@@ -104,9 +104,10 @@ def test_damage_found_while_loading_is_one_line_on_the_console(tmp_path, capsys)
     knowledge = load_knowledge(store, KnowledgeSettings())
     store.close()
     lines = capsys.readouterr().err.splitlines()
-    assert knowledge.iteration == 0
-    assert len(lines) == 1 and lines[0].startswith(f"foresail: knowledge store {path} damaged (")
-    assert "moved to" in lines[0]
+    assert knowledge.iteration == 0  # the loop's part starts fresh
+    assert lines == [f"foresail: knowledge store {path}: unreadable loop started fresh, the rest kept"]
+    assert len(knowledge.recent_decisions) == 3  # kept, and nothing moved aside
+    assert not list(tmp_path.glob("*.corrupt-*"))
 
 
 def test_a_sound_store_loads_without_a_word(tmp_path, capsys):
