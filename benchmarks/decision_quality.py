@@ -21,12 +21,23 @@ from forecasting.blas import limit_blas_threads  # noqa: E402  first: one BLAS t
 
 # isort: split
 
+from config.load import ConfigError  # noqa: E402
 from config.schema import Config  # noqa: E402
+from daemon.build import load_workload  # noqa: E402
 from daemon.compare import markdown_tables, run_comparison, write_outputs  # noqa: E402
 from daemon.report import PAPER_POLICIES, TRACES, WORKLOADS, write_report  # noqa: E402
 
 
-def main() -> None:
+def main() -> int:
+    """Exit 2 with one line on a usage or config error (a missing trace, no saved runs to render)."""
+    try:
+        return _main()
+    except ConfigError as error:
+        print(error, file=sys.stderr)
+        return 2
+
+
+def _main() -> int:
     limit_blas_threads()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", default="sine", help=f"one of {', '.join(TRACES)} or a trace file")
@@ -38,12 +49,19 @@ def main() -> None:
     parser.add_argument("--render-only", action="store_true", help="with --report: reuse saved summaries")
     args = parser.parse_args()
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    for name, value in (("--seeds", args.seeds), ("--jobs", args.jobs)):
+        if value is not None and value < 1:
+            raise ConfigError("command line", [f"{name}: need at least 1, got {value}"])
     if args.report:
-        write_report(args.report, policies, args.seeds, args.jobs, rerun=not args.render_only)
+        try:
+            write_report(args.report, policies, args.seeds, args.jobs, rerun=not args.render_only)
+        except FileNotFoundError as error:  # --render-only before any saved runs
+            raise ConfigError("--report", [str(error)]) from None
         print(f"wrote {args.report}")
-        return
+        return 0
     workload = str(WORKLOADS / TRACES[args.trace]) if args.trace in TRACES else args.trace
     config = Config.model_validate({"twin": {"workload": workload}})
+    load_workload(workload)  # a missing trace: one line, before any run
     comparison = run_comparison(config, policies, args.seeds, args.jobs, keep_series=args.out is not None)
     if args.out:
         write_outputs(comparison, args.out)
@@ -52,7 +70,8 @@ def main() -> None:
     print(
         markdown_tables(aggregate(per_run_metrics(comparison, config.baselines.static_scaleout)), args.seeds)
     )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

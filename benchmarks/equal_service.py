@@ -26,13 +26,24 @@ sys.path.insert(0, str(REPO))
 from forecasting.blas import limit_blas_threads  # noqa: E402  first: one BLAS thread for every library loaded later
 
 # isort: split
-from daemon.equal_service import BASELINE_FAMILIES, equal_service, markdown  # noqa: E402
+from config.load import ConfigError  # noqa: E402
+from daemon.build import load_workload  # noqa: E402
+from daemon.equal_service import BASELINE_FAMILIES, FAMILIES, equal_service, markdown  # noqa: E402
 from daemon.logs import configure_logging  # noqa: E402
 from daemon.report import TRACE_TITLES, TRACES, WORKLOADS  # noqa: E402
 from daemon.suite import suite_workloads  # noqa: E402
 
 
-def main() -> None:
+def main() -> int:
+    """Exit 2 with one line on a usage or config error (a misspelt family, a missing trace)."""
+    try:
+        return _main()
+    except ConfigError as error:
+        print(error, file=sys.stderr)
+        return 2
+
+
+def _main() -> int:
     limit_blas_threads()
     configure_logging("warning", "console", sys.stderr)  # runs in this process too: only the figures
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -49,15 +60,30 @@ def main() -> None:
     if args.render_only:
         if args.out is None:
             parser.error("--render-only prints the file given with --out")
+        if not args.out.is_file():
+            raise ConfigError("--out", [f"--out {args.out}: no saved results; run without --render-only"])
         saved = json.loads(args.out.read_text())
         print(markdown(saved["results"], titles))
-        return
+        return 0
     if args.suite:
         workloads = list(suite_workloads(args.suite).values())
     else:
         names = [t.strip() for t in args.traces.split(",") if t.strip()]
         workloads = [str(WORKLOADS / TRACES[t]) if t in TRACES else t for t in names]
     families = [f.strip() for f in args.families.split(",") if f.strip()]
+    problems = [
+        f"--families: no family {f!r} (known: {', '.join(FAMILIES)})" for f in families if f not in FAMILIES
+    ]
+    if not families:
+        problems.append("--families: name at least one family")
+    if args.seeds < 1:
+        problems.append(f"--seeds: need at least 1, got {args.seeds}")
+    if args.jobs is not None and args.jobs < 1:
+        problems.append(f"--jobs: need at least 1, got {args.jobs}")
+    if problems:
+        raise ConfigError("command line", problems)
+    for workload in workloads:  # a missing trace: one line, before any run
+        load_workload(workload)
     started, load_before = time.perf_counter(), os.getloadavg()[0]
     results = equal_service(
         workloads, args.seeds, families, jobs=args.jobs, progress=lambda line: print(line, file=sys.stderr)
@@ -78,10 +104,11 @@ def main() -> None:
         args.out.write_text(json.dumps(measured, indent=1) + "\n")
     if args.json:
         print(json.dumps(results))
-        return
+        return 0
     print(f"Mean over {args.seeds} seed(s) per row; {elapsed_s:.0f} s wall.\n")
     print(markdown(results, titles))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

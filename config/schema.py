@@ -685,6 +685,20 @@ class Config(Section):
         return self
 
     @model_validator(mode="after")
+    def _static_scaleout_within_bounds(self) -> Config:
+        """Plain 'static' runs at baselines.static_scaleout: refused outside the bounds, as 'static-N' is."""
+        static = parse_baseline(self.scaling.policy)
+        if static is None or static.family != "static" or static.knob is not None:
+            return self
+        n, low, high = self.baselines.static_scaleout, self.scaling.min_scaleout, self.scaling.max_scaleout
+        if not low <= n <= high:
+            raise ValueError(
+                f"policy 'static' runs at baselines.static_scaleout ({n}), outside scaling.min_scaleout.."
+                f"max_scaleout ({low}..{high}): it would run at the bound, not at static_scaleout"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _vertex_granularity_needs_the_vertex_model(self) -> Config:
         if self.scaling.granularity == "vertex" and self.capacity.model != "dag":
             raise ValueError(

@@ -43,7 +43,7 @@ from simulator.baselines import is_baseline, make_baseline
 from simulator.metrics import TwinMetricsSource, TwinScalingTarget
 from simulator.params import TwinParams
 from simulator.shapes import shape_rates
-from simulator.topology import TopologyError, load_topology
+from simulator.topology import Topology, TopologyError, load_topology
 from simulator.twin import Twin
 from simulator.workload import builtin_sine, load_trace
 
@@ -294,6 +294,33 @@ def load_workload(spec: str) -> np.ndarray:
         raise ConfigError("twin.workload", [f"twin.workload: {error}"]) from error
 
 
+def twin_topology(config: Config) -> Topology:
+    """twin.topology, loaded and checked against the scale-outs the config may ask of it: the twin refuses
+    a parallelism above a vertex's max_parallelism, so a mismatch is a config error before any run
+    (refused, not clamped: a lower scaling.max_scaleout would change what every policy may choose)."""
+    try:
+        topology = load_topology(config.twin.topology)
+    except TopologyError as error:
+        raise ConfigError("twin.topology", [f"twin.topology: {error}"]) from error
+    if config.twin.topology == "single":  # the twin builds it from its own knobs (TWIN_MAX_PARALLELISM)
+        return topology
+    vertex = min(topology.vertices, key=lambda v: v.max_parallelism)
+    needed = {
+        "scaling.max_scaleout": config.scaling.max_scaleout,
+        "twin.reference_scaleout (the deployment workers are sized on)": config.twin.reference_scaleout,
+    }
+    for name, scaleout in needed.items():
+        if vertex.max_parallelism < scaleout:
+            raise ConfigError(
+                "twin.topology",
+                [
+                    f"twin.topology: vertex {vertex.name!r} has max_parallelism {vertex.max_parallelism}, "
+                    f"below {name} {scaleout}: lower it or raise the vertex's max_parallelism"
+                ],
+            )
+    return topology
+
+
 def make_twin(config: Config, initial_scaleout: int | None = None) -> TwinWorld:
     twin_config = config.twin
     params = TwinParams(
@@ -308,17 +335,17 @@ def make_twin(config: Config, initial_scaleout: int | None = None) -> TwinWorld:
         cpu_request_cores=twin_config.cpu_request_cores,
         cpu_limit_cores=twin_config.cpu_limit_cores,
     )
+    topology = twin_topology(config)
     try:
-        topology = load_topology(twin_config.topology)
+        twin = Twin(
+            load_workload(twin_config.workload),
+            params,
+            seed=twin_config.seed,
+            parallelism=initial_scaleout or config.twin_initial_scaleout,
+            topology=None if twin_config.topology == "single" else topology,  # the twin's own key knobs
+            granularity=config.scaling.granularity,
+        )
     except TopologyError as error:
         raise ConfigError("twin.topology", [f"twin.topology: {error}"]) from error
-    twin = Twin(
-        load_workload(twin_config.workload),
-        params,
-        seed=twin_config.seed,
-        parallelism=initial_scaleout or config.twin_initial_scaleout,
-        topology=None if twin_config.topology == "single" else topology,  # the twin's own key knobs
-        granularity=config.scaling.granularity,
-    )
     source = TwinMetricsSource(twin, scrape_interval_s=twin_config.scrape_interval_s)
     return TwinWorld(twin, source, TwinScalingTarget(twin, source))

@@ -9,6 +9,7 @@ import argparse
 import json
 import math
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from config.load import ConfigError, load_config, render_example, with_overrides
 from config.schema import Config
 from daemon.finite_json import finite
 
-EXIT_OK, EXIT_FAILURE, EXIT_CONFIG = 0, 1, 2
+EXIT_OK, EXIT_FAILURE, EXIT_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(error, file=sys.stderr)
         return EXIT_CONFIG
+    except KeyboardInterrupt:  # Ctrl-C: the user knows why it stopped, a traceback says nothing more
+        print(f"foresail {args.command or 'run'}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -234,10 +238,8 @@ def _simulate(args: argparse.Namespace) -> int:
     config = with_overrides(config, "scaling", policy=args.policy)
     config = with_overrides(config, "knowledge", path=":memory:")
     config = _with_models(config, args)
-    if args.audit_log is not None and (args.audit_log.is_dir() or not args.audit_log.parent.is_dir()):
-        raise ConfigError(
-            "command line", [f"--audit-log {args.audit_log}: not a file in an existing directory"]
-        )
+    if args.audit_log is not None:
+        _check_audit_log(args.audit_log, config, args.config)
     summary = simulate(config, audit_path=args.audit_log)
     if args.json:
         print(json.dumps(finite(summary), allow_nan=False))
@@ -248,10 +250,25 @@ def _simulate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _check_audit_log(path: Path, config: Config, config_file: Path | None) -> None:
+    """Refuse an audit log that cannot be a new file or would overwrite an input of this very run."""
+    if path.is_dir() or not path.parent.is_dir():
+        raise ConfigError("command line", [f"--audit-log {path}: not a file in an existing directory"])
+    inputs = {
+        "the --config file": config_file,
+        "the workload trace": Path(config.twin.workload),
+        "the topology file": Path(config.twin.topology),
+    }
+    for what, input_path in inputs.items():
+        if input_path is not None and path.exists() and input_path.is_file() and path.samefile(input_path):
+            raise ConfigError("command line", [f"--audit-log {path}: is {what}; it would be overwritten"])
+
+
 def _compare(args: argparse.Namespace) -> int:
-    from daemon.build import load_workload
+    from daemon.build import load_workload, twin_topology
     from daemon.compare import run_comparison, write_outputs
     from daemon.logs import configure_logging
+    from simulator.baselines import ORACLE
 
     configure_logging("warning", "console", sys.stderr)  # stdout carries only the table
     if args.seeds < 1:
@@ -262,18 +279,47 @@ def _compare(args: argparse.Namespace) -> int:
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     if not policies:
         raise ConfigError("command line", [f"--policies: name at least one policy, got {args.policies!r}"])
-    try:  # before any run: results that cannot be written are time lost
-        args.out.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise ConfigError("command line", [f"--out {args.out}: {error.strerror or error}"]) from None
-    if args.suite:
-        return _compare_suite(config, args, policies)
-    config = with_overrides(config, "twin", workload=args.workload)
-    load_workload(config.twin.workload)  # a missing trace is a config error, before any run
-    comparison = run_comparison(config, policies, args.seeds, args.jobs)
-    write_outputs(comparison, args.out, config.baselines.static_scaleout)
+    if all(p == ORACLE for p in policies):
+        raise ConfigError(
+            "command line", ["--policies: the oracle is always reported; name at least one policy to run"]
+        )
+    twin_topology(config)  # a topology the scale-outs do not fit is a config error, before any run
+    _check_writable(args.out)
+    before = _files(args.out)
+    try:
+        if args.suite:
+            return _compare_suite(config, args, policies)
+        config = with_overrides(config, "twin", workload=args.workload)
+        load_workload(config.twin.workload)  # a missing trace is a config error, before any run
+        comparison = run_comparison(config, policies, args.seeds, args.jobs, on_run=_say_run_done)
+        write_outputs(comparison, args.out, config.baselines.static_scaleout)
+    except KeyboardInterrupt:
+        written = sorted(str(path) for path, stamp in _files(args.out).items() if before.get(path) != stamp)
+        print(f"foresail compare: interrupted; written: {', '.join(written) or 'nothing'}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     print((args.out / "table.md").read_text(), end="")
     return EXIT_OK
+
+
+def _check_writable(out: Path) -> None:
+    """Create --out and a file in it now: results that cannot be written are time lost."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=out).close()
+    except OSError as error:
+        raise ConfigError("command line", [f"--out {out}: {error.strerror or error}"]) from None
+
+
+def _files(directory: Path) -> dict[Path, int]:
+    """Each file in `directory` and when it was last written (to tell what an interrupted run wrote)."""
+    return {path: path.stat().st_mtime_ns for path in directory.iterdir() if path.is_file()}
+
+
+def _say_run_done(spec: str, summary: dict, done: int, total: int) -> None:
+    print(
+        f"foresail compare: run {done}/{total} done ({summary['workload']}, {spec}, seed {summary['seed']})",
+        file=sys.stderr,
+    )
 
 
 def _compare_suite(config: Config, args: argparse.Namespace, policies: list[str]) -> int:
@@ -283,7 +329,8 @@ def _compare_suite(config: Config, args: argparse.Namespace, policies: list[str]
         workloads = suite_workloads(args.suite)
     except KeyError as error:
         raise ConfigError("command line", [f"--suite: {error.args[0]}"]) from None
-    print(run_and_write(config, workloads, policies, args.seeds, args.jobs, args.out), end="")
+    table = run_and_write(config, workloads, policies, args.seeds, args.jobs, args.out, on_run=_say_run_done)
+    print(table, end="")
     return EXIT_OK
 
 

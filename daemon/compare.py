@@ -10,15 +10,17 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from config.load import parse_config
+from config.load import ConfigError, parse_config
 from config.schema import Config
 from daemon.logs import configure_logging
 from daemon.simulate import simulate
@@ -53,12 +55,18 @@ class Comparison:
 
 
 def run_comparison(
-    config: Config, policies: Sequence[str], seeds: int, jobs: int | None = None, keep_series: bool = True
+    config: Config,
+    policies: Sequence[str],
+    seeds: int,
+    jobs: int | None = None,
+    keep_series: bool = True,
+    on_run: Callable[[str, dict, int, int], None] | None = None,
 ) -> Comparison:
     """Every policy (the oracle is implied: it is every run's floor) on seeds twin.seed .. twin.seed+seeds-1.
 
     A policy may name its capacity model after a colon (`foresail:job`, `foresail:dag`) so that the two
-    models run side by side; the runs are reported under that name."""
+    models run side by side; the runs are reported under that name. `on_run(spec, summary, done, total)`
+    sees each run as its result arrives (in task order), for a progress line."""
     policies = [p for p in dict.fromkeys(policies) if p != ORACLE]
     seed_list = [config.twin.seed + i for i in range(seeds)]
     base = config.model_dump()
@@ -77,19 +85,43 @@ def run_comparison(
     for _, data, _ in tasks:  # fail fast, in this process, on a bad policy name or knob
         parse_config(data, "compare")
     workers = max(1, min(jobs or os.cpu_count() or 1, len(tasks)))
-    if workers == 1:
-        results = [_run(task) for task in tasks]
-    else:
-        with ProcessPoolExecutor(max_workers=workers, initializer=_quiet_logs) as pool:
-            results = list(pool.map(_run, tasks))
+    results = []
+    with _pool(workers) as pool:
+        summaries = map(_run, tasks) if pool is None else pool.map(_run, tasks)
+        for (spec, _, _), summary in zip(tasks, summaries, strict=True):
+            results.append(summary)
+            if on_run is not None:
+                on_run(spec, summary, len(results), len(tasks))
     comparison = Comparison(config.twin.workload, seed_list)
     for (spec, _, _), summary in zip(tasks, results, strict=True):
         comparison.runs.setdefault(spec, []).append(summary)
     return comparison
 
 
+@contextmanager
+def _pool(workers: int) -> Iterator[ProcessPoolExecutor | None]:
+    """A process pool for more than one worker (None: run here). On Ctrl-C the workers, which ignore it,
+    are stopped at once instead of finishing their runs, and the interrupt goes on to the caller."""
+    if workers == 1:
+        yield None
+        return
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_quiet_logs)
+    try:
+        yield pool
+    except KeyboardInterrupt:
+        processes = list(pool._processes.values())  # no public way to stop a running task (3.11)
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.terminate()
+        raise
+    finally:
+        pool.shutdown(wait=True)
+
+
 def _quiet_logs() -> None:
-    """Worker processes report only warnings (on stderr): the summaries are the output."""
+    """Worker processes report only warnings (on stderr): the summaries are the output. Ctrl-C reaches
+    the whole process group: the parent alone handles it (see `_pool`), so no worker prints a traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     configure_logging("warning", "console", sys.stderr)
     limit_blas_threads()
 
@@ -204,7 +236,8 @@ def write_outputs(comparison: Comparison, out_dir: Path, static_scaleout: int = 
     """summary.json, table.md and the plots into out_dir; returns the summary."""
     from daemon.plots import write_plots  # matplotlib only when plotting
 
-    out_dir.mkdir(parents=True, exist_ok=True)
+    with output_errors(out_dir):
+        out_dir.mkdir(parents=True, exist_ok=True)
     rows = per_run_metrics(comparison, static_scaleout)
     stats = aggregate(rows)
     summary = {
@@ -215,10 +248,20 @@ def write_outputs(comparison: Comparison, out_dir: Path, static_scaleout: int = 
         "target": target_check(stats),
         "runs": {p: [_without_series(r) for r in runs] for p, runs in comparison.runs.items()},
     }
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
-    (out_dir / "table.md").write_text(markdown_tables(stats, len(comparison.seeds)))
-    summary["plots"] = [str(p) for p in write_plots(comparison.runs, stats, out_dir)]
+    with output_errors(out_dir):
+        (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
+        (out_dir / "table.md").write_text(markdown_tables(stats, len(comparison.seeds)))
+        summary["plots"] = [str(p) for p in write_plots(comparison.runs, stats, out_dir)]
     return summary
+
+
+@contextmanager
+def output_errors(out_dir: Path) -> Iterator[None]:
+    """A failed write (disk full, no permission) as a ConfigError naming the output folder: one line."""
+    try:
+        yield
+    except OSError as error:
+        raise ConfigError("output", [f"{out_dir}: cannot write: {error.strerror or error}"]) from None
 
 
 def _without_series(run: dict) -> dict:

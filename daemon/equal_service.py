@@ -147,6 +147,8 @@ def equal_service(
     unknown = [f for f in families if f not in FAMILIES]
     if unknown:
         raise ValueError(f"unknown policy families {unknown} (known: {', '.join(FAMILIES)})")
+    if seeds < 1:  # no runs: nothing to compare the baselines with
+        raise ValueError(f"seeds: need at least 1, got {seeds}")
     results = []
     for workload in workloads:
         data = base.model_dump()

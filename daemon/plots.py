@@ -40,6 +40,11 @@ def _hours(length: int) -> np.ndarray:
     return np.arange(length) / HOUR_S
 
 
+def _first_seed(runs: dict[str, list[dict]]) -> object:
+    """The seed of the runs the time series show (each policy's first: twin.seed, not necessarily 0)."""
+    return next(iter(runs.values()))[0]["seed"]
+
+
 def _capacity_plot(runs: dict[str, list[dict]], path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(10, 4))
     first = next(iter(runs.values()))[0]["series"]
@@ -48,7 +53,8 @@ def _capacity_plot(runs: dict[str, list[dict]], path: Path) -> Path:
     for policy, policy_runs in runs.items():
         capacity = policy_runs[0]["series"]["capacity_rps"]
         ax.step(_hours(len(capacity)), capacity, where="post", linewidth=0.9, label=f"{policy} capacity")
-    ax.set(xlabel="time (h)", ylabel="records/s", title="Workload and each policy's true capacity (seed 0)")
+    title = f"Workload and each policy's true capacity (seed {_first_seed(runs)})"
+    ax.set(xlabel="time (h)", ylabel="records/s", title=title)
     ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)
     return _save(fig, path)
 
@@ -60,7 +66,7 @@ def _workers_plot(runs: dict[str, list[dict]], path: Path) -> Path:
         ax.step(_hours(len(workers)), workers, where="post", linewidth=0.9, label=policy)
     floor = next(iter(runs.values()))[0]["series"]["oracle_workers"]
     ax.step(_hours(len(floor)), floor, where="post", color="grey", linestyle=":", linewidth=0.8, label=ORACLE)
-    ax.set(xlabel="time (h)", ylabel="workers", title="Workers over time (seed 0)")
+    ax.set(xlabel="time (h)", ylabel="workers", title=f"Workers over time (seed {_first_seed(runs)})")
     ax.legend(fontsize=7, ncol=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)
     return _save(fig, path)
 

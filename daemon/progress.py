@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from functools import cached_property
+from itertools import takewhile
 from typing import TextIO
 
+from daemon.schedule import virtual_times
 from mape.loop import IterationResult
 
 
@@ -39,9 +42,12 @@ class RunProgress:
         self._next_line_s = start_s
         self._last_draw = 0.0
 
-    @property
+    @cached_property
     def total(self) -> int:
-        return max(0, round((self.end_s - self.start_s) / self.interval_s))
+        """Scheduled iterations to the trace's end, counted on the driver's clock (a division rounded to
+        the nearest would promise one more than a trace of 95 s at 60 s runs)."""
+        times = (now_s for now_s, _ in virtual_times(self.start_s, self.interval_s, None))
+        return sum(1 for _ in takewhile(lambda now_s: now_s <= self.end_s, times))
 
     def record(self, result: IterationResult, surge: bool = False) -> None:
         if surge:
@@ -77,7 +83,7 @@ class RunProgress:
             if now - self._last_draw >= 0.2 or self.iterations == self.total:
                 self._last_draw = now
                 print(f"\r{self.line()}\033[K", end="", file=self.stream, flush=True)
-        elif self.now_s >= self._next_line_s:
+        elif self.now_s >= self._next_line_s or self.iterations == self.total:  # the last one too
             self._next_line_s = self.now_s + max(self.interval_s, (self.end_s - self.start_s) / 10)
             print(self.line(), file=self.stream, flush=True)
 

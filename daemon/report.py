@@ -52,7 +52,16 @@ def run_traces(figures_dir: Path, policies: Sequence[str], seeds: int, jobs: int
 
 
 def load_summaries(figures_dir: Path) -> dict[str, dict]:
-    return {trace: json.loads((figures_dir / trace / "summary.json").read_text()) for trace in TRACES}
+    """Every shared trace's saved summary.json; a FileNotFoundError naming the first one missing."""
+    summaries = {}
+    for trace in TRACES:
+        path = figures_dir / trace / "summary.json"
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"no saved runs of trace {trace!r} ({path} is missing): run without --render-only first"
+            )
+        summaries[trace] = json.loads(path.read_text())
+    return summaries
 
 
 def write_report(
@@ -366,8 +375,8 @@ def _gap_section(summaries: dict[str, dict], floors: dict[str, list[dict]]) -> s
             "with perfect information: the rule itself (hold what carries the next 15 minutes) is the cost. "
             f"The largest excess over that planner is {TRACE_TITLES[trace]} seed {run['seed']}: {excess:.2f} "
             f"workers more, with a 90th-percentile capacity error of {p90:.0f} % over all scale-outs "
-            f"(`foresail simulate --workload {TRACES[trace]} --seed {run['seed']} --audit-log FILE` shows "
-            "every decision with the capacities it used).",
+            f"(`foresail simulate --workload {(WORKLOADS / TRACES[trace]).relative_to(REPO)} "  # from the repo root
+            f"--seed {run['seed']} --audit-log FILE` shows every decision with the capacities it used).",
         ]
         stale = [
             f"{TRACE_TITLES[t]} seed {r['seed']}"

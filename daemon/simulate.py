@@ -5,13 +5,15 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 import structlog
 
+from config.load import ConfigError
 from config.schema import Config
 from daemon.build import TwinWorld, knowledge_settings, loop_interval_s, make_loop, make_twin, surge_watch_s
 from daemon.schedule import virtual_times
@@ -39,7 +41,7 @@ def simulate(
     world = make_twin(config)
     store = KnowledgeStore(store_path)
     knowledge = store.load(knowledge_settings(config, InlineExecutor))  # deterministic: fits run inline
-    with _audit_logger(audit_path) as log:
+    with _audit_logger(audit_path) as (log, audit_failed):
         loop = make_loop(config, world.source, world.target, knowledge, store, log)
         capacity_errors, forecasts, observed = [], [], []
         capacity_changes = [(0, world.twin.true_capacity_rps())]
@@ -50,6 +52,7 @@ def simulate(
             true_rps = world.twin.true_capacity_rps()
             true_by_n = {n: world.twin.true_capacity_rps_for(n) for n in scaleouts}
             result = loop.iterate(now_s)
+            audit_failed()
             vertices.observe_skew(result.skew)
             observed.extend(result.recoveries)
             if result.executed:
@@ -172,20 +175,66 @@ def _median_pct(values: list[float]) -> float | None:
     return round(float(np.median(values)) * 100, 3) if values else None
 
 
+class _AuditFile:
+    """The audit log's file, keeping its first write error: the loop swallows an iteration's errors, so
+    one raised from its logging would be lost and the run would go on with a log missing lines."""
+
+    def __init__(self, handle: TextIO) -> None:
+        self.handle = handle
+        self.error: OSError | None = None
+
+    def write(self, text: str) -> None:
+        self._guarded(self.handle.write, text)
+
+    def flush(self) -> None:
+        self._guarded(self.handle.flush)
+
+    def _guarded(self, call: Callable[..., object], *args: object) -> None:
+        if self.error is None:
+            try:
+                call(*args)
+            except OSError as error:
+                self.error = error
+
+
 @contextmanager
-def _audit_logger(path: Path | None) -> Iterator[structlog.typing.FilteringBoundLogger]:
-    """The audit log to a file when asked, else a logger that drops info events cheaply."""
+def _audit_logger(
+    path: Path | None,
+) -> Iterator[tuple[structlog.typing.FilteringBoundLogger, Callable[[], None]]]:
+    """The audit log to a file when asked, else a logger that drops info events cheaply; and a check to
+    call after each iteration that raises a ConfigError (one line, not a traceback) once a write failed."""
     if path is None:
-        yield structlog.wrap_logger(
-            structlog.ReturnLogger(), wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING)
+        yield (
+            structlog.wrap_logger(
+                structlog.ReturnLogger(), wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING)
+            ),
+            lambda: None,
         )
         return
-    with path.open("w", encoding="utf-8") as handle:
-        yield structlog.wrap_logger(
-            structlog.PrintLogger(handle),
-            processors=[
-                structlog.processors.TimeStamper(fmt="iso", utc=True),
-                structlog.processors.JSONRenderer(),
-            ],
-            wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
-        )
+
+    def failed(error: OSError | None) -> None:
+        if error is not None:
+            raise ConfigError("command line", [f"--audit-log {path}: {error.strerror or error}"]) from None
+
+    try:
+        handle = path.open("w", encoding="utf-8")
+    except OSError as error:
+        failed(error)
+        raise  # not reached: `failed` raises for any error
+    audit = _AuditFile(handle)
+    logger = structlog.wrap_logger(
+        structlog.PrintLogger(audit),
+        processors=[
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.JSONRenderer(),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+    )
+    try:
+        yield logger, lambda: failed(audit.error)
+    finally:
+        try:
+            handle.close()
+        except OSError as error:  # the last buffered lines: disk full shows here at the latest
+            audit.error = audit.error or error
+    failed(audit.error)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from config.load import with_overrides
 from config.schema import Config
-from daemon.compare import Comparison, aggregate, per_run_metrics, run_comparison
+from daemon.compare import Comparison, aggregate, output_errors, per_run_metrics, run_comparison
 from daemon.report import TRACES, WORKLOADS
 from simulator.baselines import ORACLE
 from simulator.score import RESCALE_BUDGET_PER_H
@@ -47,13 +47,15 @@ def run_suite(
     seeds: int,
     jobs: int | None = None,
     on_load: Callable[[dict[str, Comparison]], None] | None = None,
+    on_run: Callable[[str, dict, int, int], None] | None = None,
 ) -> dict[str, Comparison]:
     """Every policy × seed on every load (each load's runs in parallel, as `compare` runs them);
-    `on_load` sees the results so far after each load (a long suite writes its table as it goes)."""
+    `on_load` sees the results so far after each load (a long suite writes its table as it goes), `on_run`
+    each run (`run_comparison`)."""
     results: dict[str, Comparison] = {}
     for label, spec in workloads.items():
         results[label] = run_comparison(
-            with_overrides(config, "twin", workload=spec), policies, seeds, jobs, False
+            with_overrides(config, "twin", workload=spec), policies, seeds, jobs, False, on_run
         )
         if on_load is not None:
             on_load(results)
@@ -67,6 +69,7 @@ def run_and_write(
     seeds: int,
     jobs: int | None,
     out_dir: Path,
+    on_run: Callable[[str, dict, int, int], None] | None = None,
 ) -> str:
     """`run_suite` with the table (suite.md, suite.json) rewritten after every load; returns the table."""
     static = config.baselines.static_scaleout
@@ -74,7 +77,7 @@ def run_and_write(
     def write(done: dict[str, Comparison]) -> str:
         return write_suite(suite_rows(done, static), seeds, out_dir)
 
-    return write(run_suite(config, workloads, policies, seeds, jobs, on_load=write))
+    return write(run_suite(config, workloads, policies, seeds, jobs, on_load=write, on_run=on_run))
 
 
 def suite_rows(results: dict[str, Comparison], static_scaleout: int) -> list[dict[str, object]]:
@@ -152,11 +155,12 @@ def _whole(value: object) -> str:
 
 def write_suite(rows: list[dict[str, object]], seeds: int, out_dir: Path) -> str:
     """suite.json and suite.md into out_dir; returns the table."""
-    out_dir.mkdir(parents=True, exist_ok=True)
     clean = [
         {k: v for k, v in r.items() if not (isinstance(v, float) and not math.isfinite(v))} for r in rows
     ]
-    (out_dir / "suite.json").write_text(json.dumps({"seeds": seeds, "rows": clean}, indent=2) + "\n")
     table = suite_table(rows, seeds)
-    (out_dir / "suite.md").write_text(table)
+    with output_errors(out_dir):
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "suite.json").write_text(json.dumps({"seeds": seeds, "rows": clean}, indent=2) + "\n")
+        (out_dir / "suite.md").write_text(table)
     return table

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from math import isfinite
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -98,6 +99,21 @@ class Topology(BaseModel):
             raise ValueError(
                 f"the vertices' overhead_busy_ms add up to {overhead_ms:g} ms a second: a slot's subtasks "
                 "share one core, so nothing would be left for records (the sum must stay below 1000)"
+            )
+        overhead_cpu = sum(v.overhead_cpu for v in self.vertices)
+        if overhead_cpu >= 1:
+            raise ValueError(
+                f"the vertices' overhead_cpu add up to {overhead_cpu:g} cores: a slot's subtasks share one "
+                "core, so nothing would be left for records (the sum must stay below 1)"
+            )
+        # chained selectivities multiply: within each vertex's bound, a long chain can still overflow
+        overflowing = [
+            v.name for v, r in zip(self.vertices, self.input_ratios, strict=True) if not isfinite(r)
+        ]
+        if overflowing:
+            raise ValueError(
+                f"vertex {overflowing[0]!r} would receive infinitely many records per source record "
+                "(the product of the upstream selectivities overflows): lower the selectivities"
             )
         return self
 

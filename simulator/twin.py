@@ -21,7 +21,7 @@ from simulator.memory_model import PROFILES, StateRates, state_rates
 from simulator.params import TwinParams
 from simulator.skew import KeyGroups
 from simulator.subtask_memory import subtask_memory_mb
-from simulator.topology import Topology, VertexSpec
+from simulator.topology import Topology, TopologyError, VertexSpec
 
 __all__ = ["BoundaryState", "Twin", "TwinRescale", "WorkerInfo"]
 
@@ -150,6 +150,14 @@ class Twin:
             raise ValueError("cannot size workers from a trace whose peak is 0; set worker_capacity_rps")
         # capacity is linear in the per-worker capacity: measure the reference deployment at unit capacity
         unit_rps = self._deployment.reference_capacity_rps(p.reference_scaleout)
+        if not (math.isfinite(unit_rps) and unit_rps > 0):  # the topology's validation should prevent it
+            raise TopologyError(
+                self.topology.name,
+                (
+                    f"a {p.reference_scaleout}-worker deployment carries {unit_rps:g} records/s per unit of "
+                    "worker capacity, so no worker size can carry the trace (check costs and overheads)",
+                ),
+            )
         return (1.0 + p.headroom) * peak_rps / unit_rps
 
     # ----------------------------------------------------------------------------- public state
