@@ -24,17 +24,14 @@ from forecasting.blas import limit_blas_threads  # noqa: E402  first: one BLAS t
 from config.load import ConfigError  # noqa: E402
 from config.schema import Config  # noqa: E402
 from daemon.build import load_workload  # noqa: E402
+from daemon.cli import with_config_errors  # noqa: E402
 from daemon.compare import markdown_tables, run_comparison, write_outputs  # noqa: E402
 from daemon.report import PAPER_POLICIES, TRACES, WORKLOADS, write_report  # noqa: E402
 
 
 def main() -> int:
     """Exit 2 with one line on a usage or config error (a missing trace, no saved runs to render)."""
-    try:
-        return _main()
-    except ConfigError as error:
-        print(error, file=sys.stderr)
-        return 2
+    return with_config_errors(_main)
 
 
 def _main() -> int:

@@ -28,6 +28,7 @@ from forecasting.blas import limit_blas_threads  # noqa: E402  first: one BLAS t
 # isort: split
 from config.load import ConfigError  # noqa: E402
 from daemon.build import load_workload  # noqa: E402
+from daemon.cli import with_config_errors  # noqa: E402
 from daemon.equal_service import BASELINE_FAMILIES, FAMILIES, equal_service, markdown  # noqa: E402
 from daemon.logs import configure_logging  # noqa: E402
 from daemon.report import TRACE_TITLES, TRACES, WORKLOADS  # noqa: E402
@@ -36,11 +37,7 @@ from daemon.suite import suite_workloads  # noqa: E402
 
 def main() -> int:
     """Exit 2 with one line on a usage or config error (a misspelt family, a missing trace)."""
-    try:
-        return _main()
-    except ConfigError as error:
-        print(error, file=sys.stderr)
-        return 2
+    return with_config_errors(_main)
 
 
 def _main() -> int:

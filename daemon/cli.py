@@ -11,6 +11,7 @@ import math
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from config.advice import notes
@@ -36,6 +37,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C: the user knows why it stopped, a traceback says nothing more
         print(f"foresail {args.command or 'run'}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def with_config_errors(command: Callable[[], int]) -> int:
+    """`command()`, a usage or config error as one line and exit 2 (for the benchmark scripts' mains)."""
+    try:
+        return command()
+    except ConfigError as error:
+        print(error, file=sys.stderr)
+        return EXIT_CONFIG
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -20,11 +20,6 @@ from pmdarima.arima import ARIMA
 
 from forecasting.seasonality import detect_period_s, fourier_terms
 
-AUTO_MIN_PERIODS = 3
-"""A period "auto" finds must fit three times into the history: two one-off surges an hour apart look
-like a period seen twice, and the AICc guard keeps their Fourier terms (a phantom third surge was served
-as trusted); a chance coincidence three times over is far rarer, and a real season repeats anyway."""
-
 FitFunction = Callable[[np.ndarray, np.ndarray | None], object]
 """fit(y, X) -> a model with update(y, X=...) and predict(n_periods=..., X=...)."""
 
@@ -83,12 +78,11 @@ class FittedModel:
 
 
 def seasonal_period_s(setting: float | str | None, values: np.ndarray, resolution_s: float) -> float | None:
-    """The period a fit on `values` uses: the setting's (None under two periods), or one detected for
-    "auto" over AUTO_MIN_PERIODS periods at least."""
+    """The period a fit on `values` uses: the setting's, or detected for "auto"; None under two periods."""
     if setting is None:
         return None
     if setting == "auto":
-        return detect_period_s(values, resolution_s, min_periods=AUTO_MIN_PERIODS)
+        return detect_period_s(values, resolution_s)
     return float(setting) if values.size * resolution_s >= 2 * float(setting) else None
 
 

@@ -28,10 +28,6 @@ BAND_S = 60
 """Lead-time bands are one loop long: the first band decides whether the next loop is carried."""
 MAX_BIAS = 2.0
 """The central correction's bound either way (the module's docstring says why)."""
-PENDING_SPACING_S = BAND_S / 2
-"""Forecasts kept to judge start at least this far apart. A loop faster than a band (down to 0.1 s, plus the
-surge watch's iterations) would otherwise keep thousands of forecasts that judge nearly the same load. A
-loop of at least this interval keeps every forecast: the 60 s default even with iterations 30 s off time."""
 
 
 class PeakErrors:
@@ -49,21 +45,10 @@ class PeakErrors:
         self._pending: deque[tuple[float, np.ndarray, int]] = deque()  # (start_s, rates, bands scored)
 
     def record(self, start_s: float, rates_rps: np.ndarray) -> None:
-        """Keep a forecast (for seconds start_s+1 ..) to judge against the load as it arrives.
-
-        Kept forecasts leave by age, not by count: each stays until its last band is judged (`learn`), or a
-        band past its horizon when that load never arrived. A count would evict them unjudged at a loop
-        faster than a band, and the later bands would never learn. At most 2 * (bands + 1) + 1 are kept.
-        """
-        start_s = float(start_s)
-        pending = self._pending
-        if pending and start_s < pending[-1][0]:  # the clock went back: the kept ones judge no load to come
-            pending.clear()
-        while pending and pending[0][0] < start_s - (self.bands + 1) * BAND_S:
-            pending.popleft()
-        if pending and start_s - pending[-1][0] < PENDING_SPACING_S:
-            return
-        pending.append((start_s, np.asarray(rates_rps, dtype=float), 0))
+        """Keep a forecast (for seconds start_s+1 ..) to judge against the load as it arrives."""
+        self._pending.append((float(start_s), np.asarray(rates_rps, dtype=float), 0))
+        while len(self._pending) > self.bands + 1:
+            self._pending.popleft()
 
     def learn(self, times_s: np.ndarray, rates_rps: np.ndarray) -> None:
         """Score every band of the kept forecasts that the observed load (`times_s`, `rates_rps`: bucket

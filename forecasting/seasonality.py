@@ -20,16 +20,15 @@ at a lag near half a short history few pairs back it, and noise alone passes 0.3
 MIN_PERIOD_BUCKETS = 4  # shorter "periods" are noise or the ARMA part's business
 
 
-def detect_period_s(values: np.ndarray, resolution_s: float, min_periods: int = 2) -> float | None:
-    """Period of the strongest autocorrelation peak of the detrended series, over `min_periods` periods
-    at least.
+def detect_period_s(values: np.ndarray, resolution_s: float) -> float | None:
+    """Period of the strongest autocorrelation peak of the detrended series, over two periods at least.
 
     The linear trend is removed first because a trend alone makes the ACF decay slowly and hides the
-    peaks. Only lags up to 1/min_periods of the series are searched, so a found period is seen at least
-    that often. None when no peak reaches MIN_ACF_PEAK and NOISE_SE standard errors.
+    peaks. Only lags up to half the series are searched, so a found period is seen at least twice.
+    None when no peak reaches MIN_ACF_PEAK and NOISE_SE standard errors.
     """
     values = np.asarray(values, dtype=float)
-    max_lag = values.size // min_periods
+    max_lag = values.size // 2
     if max_lag < MIN_PERIOD_BUCKETS or not np.all(np.isfinite(values)):
         return None
     positions = np.arange(values.size)

@@ -25,7 +25,7 @@ class ForecastSettings:
     linear_window_s: the linear fallback fits its trend on the observed buckets of this last span.
     seasonal_period_s: None (no seasonality), a period in seconds, or "auto" (the ACF peak of the fit's
         history, kept only where its Fourier terms lower the fit's AICc); seasonal terms enter a fit only
-        when its history covers at least two periods (three for "auto": see arima.AUTO_MIN_PERIODS).
+        when its history covers at least two periods.
     fit_timeout_s: a background fit pending longer than this (loop time) is abandoned, the old model kept.
     max_interpolated_gap_s: gaps up to this long are interpolated linearly; longer ones hold the last value.
         Both kinds are marked as not observed, so neither WAPE nor the fallback's trend uses them.

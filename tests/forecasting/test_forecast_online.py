@@ -7,7 +7,6 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from forecasting.arima import AUTO_MIN_PERIODS
 from forecasting.executor import InlineExecutor
 from forecasting.grid import BucketGrid
 from forecasting.online import SEASON_CHECK_ITERATIONS, WorkloadForecaster
@@ -158,14 +157,14 @@ def _wave(period_s: float):
     return lambda t: 1000 + 400 * np.sin(2 * np.pi * t / period_s) + rng.normal(0, 20, t.shape)
 
 
-def test_an_auto_season_the_first_fit_could_not_see_is_found_once_the_history_shows_it_three_times():
+def test_an_auto_season_the_first_fit_could_not_see_is_found_once_the_history_shows_it_twice():
     settings = replace(SETTINGS, max_history_s=3600.0, seasonal_period_s="auto")
     fit = RecordingFit()
     driver = Driver(WorkloadForecaster(settings, executor=InlineExecutor(), fit=fit), _wave(900.0))
-    seasonal = driver.step_until(lambda f: "fourier" in f.model, max_steps=60)
+    seasonal = driver.step_until(lambda f: "fourier" in f.model, max_steps=40)
     assert len(fit.calls) == 2  # the first fit at 300 s saw a third of a period: no season
     assert fit.calls[0] * settings.resolution_s < 900.0
-    assert fit.calls[1] * settings.resolution_s >= AUTO_MIN_PERIODS * 900.0
+    assert fit.calls[1] * settings.resolution_s >= 2 * 900.0
     assert seasonal.model.endswith("fourier(900s)")
     assert seasonal.reason == "new model swapped in"
     for _ in range(20):  # once the model has its season no further fit runs for it
@@ -203,7 +202,7 @@ def test_a_season_the_aicc_left_out_is_not_fitted_again_every_check():
         return ScoredModel(y, aicc=200.0 if X is not None else 100.0)
 
     driver = Driver(WorkloadForecaster(settings, executor=InlineExecutor(), fit=fit), _wave(900.0))
-    plain = driver.step_until(lambda f: "AICc left out" in f.model, max_steps=60)
+    plain = driver.step_until(lambda f: "AICc left out" in f.model, max_steps=40)
     assert plain.model.endswith("(AICc left out 900s)")
     assert calls == [False, True, False]  # the first fit, then the season fit and its plain rival
     for _ in range(3 * SEASON_CHECK_ITERATIONS):

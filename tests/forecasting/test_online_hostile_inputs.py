@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from structlog.testing import capture_logs
 
-from forecasting.arima import fit_auto_arima, seasonal_period_s
+from forecasting.arima import fit_auto_arima
 from forecasting.executor import InlineExecutor
 from forecasting.grid import BucketGrid
 from forecasting.online import WorkloadForecaster
@@ -80,17 +80,6 @@ def test_the_linear_fallback_never_forecasts_above_the_largest_valid_rate():
 
 
 # -- 4: level lost (no intercept) ---------------------------------------------------------------------
-
-
-def test_a_model_that_forecasts_below_zero_is_refused():
-    fit = RecordingFit(make=lambda y, call: ConstantModel(y, level=-1500.0))
-    driver = Driver(forecaster(fit), flat(40_000.0))
-    with capture_logs() as logs:
-        forecasts = [driver.step() for _ in range(8)]
-    assert fit.calls
-    assert all(f.model == "linear" for f in forecasts)
-    assert forecasts[-1].planned_rps.min() == pytest.approx(40_000.0)
-    assert "below zero" in events(logs, "forecast_model_refused")[0]["error"]
 
 
 def test_an_undifferenced_fit_of_a_level_load_keeps_its_intercept():
@@ -225,16 +214,3 @@ def test_an_old_state_without_its_resolution_is_refused_when_its_indices_cannot_
     assert restored._grid.values.size == 0
     same = WorkloadForecaster.from_state(state, SETTINGS, executor=InlineExecutor())
     assert same._grid.values.size == 60  # at the resolution it was saved in, it is kept
-
-
-# -- 11: one-off surges are no season -----------------------------------------------------------------
-
-
-def test_two_one_off_surges_are_no_auto_period_but_a_season_seen_three_times_is():
-    minutes = np.arange(720) / 6  # two hours of 10-s buckets
-    rng = np.random.default_rng(0)
-    surges = ((minutes >= 30) & (minutes < 35)) | ((minutes >= 80) & (minutes < 85))
-    values = 1000 + rng.normal(0, 30, minutes.size) + 3000 * surges
-    assert seasonal_period_s("auto", values, 10.0) is None
-    wave = 1000 + 400 * np.sin(2 * np.pi * minutes / 35) + rng.normal(0, 30, minutes.size)
-    assert seasonal_period_s("auto", wave, 10.0) == pytest.approx(35 * 60, rel=0.03)
