@@ -23,6 +23,7 @@ import backends.standalone as standalone
 import planning.flink_testbed as flink_testbed
 from backends.localflink import LocalFlinkCluster
 from daemon.cli import main
+from daemon.plan_commands import STOP_SIGNALS, _stop_on_signals, _Stopped
 from mape.knowledge import KnowledgeStore
 from planning.flink_testbed import FlinkTestbedError, FlinkTestbedSettings, LocalFlinkTestbed
 
@@ -149,6 +150,25 @@ def test_a_stop_signal_stops_the_testbed_cluster_and_says_so_in_one_line(signum,
         "stopped, no plan was written"
     ]
     assert _exits_within(jobmanager, 10) and _exits_within(taskmanager, 10)
+
+
+def test_a_stop_that_lands_in_a_finalizer_is_delivered_again_to_the_run():
+    """A Ctrl-C handled while `Popen.__del__` ran was printed and dropped by Python, and with the signals
+    then ignored the run went on (CI: the double Ctrl-C test hung for its 60 s)."""
+
+    class Finalized:
+        def __del__(self) -> None:
+            signal.raise_signal(signal.SIGINT)  # the handler runs here, inside the finalizer
+
+    handlers = {number: signal.getsignal(number) for number in STOP_SIGNALS}
+    try:
+        with pytest.raises(_Stopped), _stop_on_signals():
+            Finalized()  # collected at once
+            for _ in range(200):  # the run goes on: the stop must reach it (it is sent again)
+                time.sleep(0.01)
+    finally:
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
 
 
 def test_a_double_ctrl_c_is_one_line_and_exit_130(stub, tmp_path):
