@@ -162,7 +162,10 @@ def test_ctrl_c_during_compare_stops_the_runs_and_says_what_was_written(tmp_path
     out = tmp_path / "out"
     argv = ["compare", "--workload", str(hour_trace), "--policies", "static,foresail", "--seeds", "2"]
     returncode, err = interrupt_after_first_line([*argv, "--jobs", jobs, "--out", str(out)], "stderr")
-    assert (returncode, err) == (130, "foresail compare: interrupted; written: nothing\n")
+    # a second worker's run may end before the signal lands (CI once also saw a blank line before it)
+    *progress, last = [line for line in err.splitlines() if line]
+    assert (returncode, last) == (130, "foresail compare: interrupted; written: nothing")
+    assert all(line.startswith("foresail compare: run ") for line in progress)
     assert list(out.iterdir()) == []
 
 
