@@ -18,6 +18,7 @@ from config.advice import notes
 from config.load import ConfigError, load_config, render_example, with_overrides
 from config.schema import Config
 from daemon.finite_json import finite
+from daemon.interrupts import interruptible
 
 EXIT_OK, EXIT_FAILURE, EXIT_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -30,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CONFIG
     limit_blas_threads()
     try:
-        return args.handler(args)
+        with interruptible():
+            return args.handler(args)
     except ConfigError as error:
         print(error, file=sys.stderr)
         return EXIT_CONFIG

@@ -69,8 +69,8 @@ def load_knowledge(store: KnowledgeStore, settings: KnowledgeSettings) -> Knowle
         knowledge = store.load(settings)
     if store.damaged != seen:
         print(f"foresail: {store.damaged}", file=sys.stderr)
-    if knowledge.unreadable_parts:
-        parts = ", ".join(knowledge.unreadable_parts)
+    if store.unreadable_parts:
+        parts = ", ".join(store.unreadable_parts)
         print(
             f"foresail: knowledge store {store.path}: unreadable {parts} started fresh, the rest kept",
             file=sys.stderr,

@@ -16,6 +16,8 @@ import threading
 from pathlib import Path
 from types import FrameType
 
+from daemon.interrupts import deferred_in_finalizers
+
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
 
@@ -255,8 +257,6 @@ def _plan_locked(args: argparse.Namespace, config, explorer) -> int:
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 LOCK_FILE = ".plan-capacity.lock"
-REDELIVER_S = 0.05
-"""A stop signal that lands in a finalizer is sent again this much later, once the finalizer is done."""
 
 
 class _Stopped(BaseException):
@@ -279,31 +279,19 @@ def _stop_on_signals():
     def ignore(*_: object) -> None:
         pass
 
-    def stop(signum: int, frame: FrameType | None) -> None:
-        if _in_finalizer(frame):  # raised here, Python would print and drop it, and the run go on
-            main = threading.main_thread().ident
-            threading.Timer(REDELIVER_S, signal.pthread_kill, (main, signum)).start()
-            return
+    def stop(signum: int, _: FrameType | None) -> None:
         for number in STOP_SIGNALS:
             signal.signal(number, ignore)
         raise _Stopped(signum)
 
-    previous = {number: signal.signal(number, stop) for number in STOP_SIGNALS}
+    handler = deferred_in_finalizers(stop)  # raised in a finalizer, the stop would be dropped
+    previous = {number: signal.signal(number, handler) for number in STOP_SIGNALS}
     try:
         yield
     finally:
-        if signal.getsignal(signal.SIGINT) is stop:  # not stopped: the caller's handlers again
+        if signal.getsignal(signal.SIGINT) is handler:  # not stopped: the caller's handlers again
             for number, handler in previous.items():
                 signal.signal(number, handler)
-
-
-def _in_finalizer(frame: FrameType | None) -> bool:
-    """Whether the signal interrupted a `__del__` (CI: `Popen.__del__` swallowed a Ctrl-C, the run hung)."""
-    while frame is not None:
-        if frame.f_code.co_name == "__del__":
-            return True
-        frame = frame.f_back
-    return False
 
 
 def _stopped_message(signum: int, args: argparse.Namespace) -> str:

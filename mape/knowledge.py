@@ -146,8 +146,6 @@ class Knowledge:
     seeded_for: tuple[str, ...] | None = None
     """The vertex names of the job a capacity plan seeded this store for, until the daemon saw its job's
     graph (`check_seeded_job`)."""
-    unreadable_parts: tuple[str, ...] = ()
-    """Stored parts that could not be read at the load and started fresh (said once on the console)."""
 
     @property
     def informed(self) -> bool:
@@ -220,16 +218,16 @@ class Knowledge:
         log: structlog.typing.FilteringBoundLogger | None = None,
         *,
         strict: bool = False,
+        unreadable: list[str] | None = None,
     ) -> Knowledge:
         """Rebuild from `to_state()` output; missing parts start fresh. So does a part that cannot be read
         (another version's forecaster state after a downgrade, a truncated or hand-edited one), said in one
-        line: the rest is kept, where one such part used to cost the whole store (`_restored`). `strict`
-        raises instead, for a caller that has a whole copy to try first (`KnowledgeStore.load`)."""
+        line and named in `unreadable`: the rest is kept, where one such part used to cost the whole store
+        (`_restored`). `strict` raises instead, for a caller that has a whole copy to try first
+        (`KnowledgeStore.load`)."""
         log = log or structlog.get_logger("foresail.knowledge")
         monitor_options = {"timeout_s": settings.observe_timeout_s, "k_std": settings.anomaly_k}
         executor, source = settings.executor(), settings.model_source()
-
-        unreadable: list[str] = []
 
         def part(name: str, restore: Callable[[Any], Any], fresh: Callable[[], Any]) -> Any:
             return _restored(state, name, restore, fresh, None if strict else log, unreadable)
@@ -288,7 +286,6 @@ class Knowledge:
         knowledge.last_target_scaleout = loop["last_target_scaleout"]
         knowledge.rescale_times_s.extend(loop["rescale_times_s"])
         knowledge.seeded_for = loop["seeded_for"]
-        knowledge.unreadable_parts = tuple(unreadable)
         return knowledge
 
     def to_state(self, with_forecaster: bool = True) -> dict[str, Any]:
@@ -346,6 +343,8 @@ class KnowledgeStore:
         """Tables checked and created on this connection (`_create_table`)."""
         self.damaged: str | None = None
         """What happened to a damaged store found at the start (moved aside), for the console."""
+        self.unreadable_parts: tuple[str, ...] = ()
+        """Parts the last load could not read and started fresh, for the console."""
         if self.durable:
             if Path(self.path).is_dir():  # never moved aside as damaged: it is someone's folder
                 raise IsADirectoryError(
@@ -532,7 +531,9 @@ class KnowledgeStore:
         if isinstance(state.get("forecaster"), dict):
             row = db.execute("SELECT value FROM blobs WHERE key = ?", (MODEL_BLOB,)).fetchone()
             state["forecaster"]["model"] = row[0] if row else None
-        knowledge = Knowledge.from_state(state, settings, log, strict=strict)
+        unreadable: list[str] = []
+        knowledge = Knowledge.from_state(state, settings, log, strict=strict, unreadable=unreadable)
+        self.unreadable_parts = tuple(unreadable)
         rows = db.execute(
             "SELECT body FROM decisions ORDER BY id DESC LIMIT ?", (RECENT_DECISIONS,)
         ).fetchall()

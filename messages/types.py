@@ -127,6 +127,12 @@ class JobGraph:
             v.vertex_id: tuple(e for e in self.edges if e.target_id == v.vertex_id) for v in self.vertices
         }
 
+    @cached_property
+    def _outputs(self) -> dict[str, tuple[JobEdge, ...]]:
+        return {
+            v.vertex_id: tuple(e for e in self.edges if e.source_id == v.vertex_id) for v in self.vertices
+        }
+
     def vertex(self, vertex_id: str) -> JobVertex:
         return self._by_id[vertex_id]
 
@@ -134,7 +140,7 @@ class JobGraph:
         return self._inputs.get(vertex_id, ())
 
     def outputs(self, vertex_id: str) -> tuple[JobEdge, ...]:
-        return tuple(e for e in self.edges if e.source_id == vertex_id)
+        return self._outputs.get(vertex_id, ())
 
     @property
     def sources(self) -> tuple[JobVertex, ...]:
