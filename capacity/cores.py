@@ -59,17 +59,15 @@ the busy time (GC, compaction, checkpoint uploads) can lift the idle floor to th
 headroom within a window's gauge noise of none gives a limit of a few records per second at every
 scale-out, which the job keeping up now disproves."""
 
-_HALF_LIFE_WINDOWS = 1440
-"""Windows after which a window's points count half in the line: a day at the default 60-s loop. The CPU a
-busy second costs changes with the TaskManagers' cores (two instead of one halve it) or the JVM, and a line
-that never forgets learns that only after as many windows as the old setup ran (two weeks on 2 cores, then
-a day on 1: 0.45 CPU per busy second learned for 0.84, the cores' limit 1.9x too high). A day learns 90% of
-a change in ~3.3 days, while the true rates, learned from busy time, see it at once. Shorter half-lives
-cost the twin's clean runs: a line that forgets the low-busy points of the load's troughs loses the spread
-that pins its slope (4 hours: wordcount x traffic 105 -> 165 s over the SLO at 4.91 -> 5.21 workers)."""
-
-_FADE = 0.5 ** (1.0 / _HALF_LIFE_WINDOWS)
-"""Weight the line's points keep per window learned."""
+_HALF_LIFE_S = 86_400.0
+"""Seconds of windows after which a window's points count half in the line: a day. The CPU a busy second
+costs changes with the TaskManagers' cores (two instead of one halve it) or the JVM, and a line that never
+forgets learns that only after as many windows as the old setup ran (two weeks on 2 cores, then a day on 1:
+0.45 CPU per busy second learned for 0.84, the cores' limit 1.9x too high). A day learns 90% of a change in
+~3.3 days, while the true rates, learned from busy time, see it at once. Shorter half-lives cost the twin's
+clean runs: a line that forgets the low-busy points of the load's troughs loses the spread that pins its
+slope (4 hours: wordcount x traffic 105 -> 165 s over the SLO at 4.91 -> 5.21 workers). Counted in the
+windows' seconds, not in windows, so that a shorter loop does not forget faster."""
 
 _log = structlog.get_logger("foresail.cores")
 
@@ -101,13 +99,15 @@ class CoreModel:
     said_unusable: str = field(default="", compare=False)
     """The kind of reason the line was last said unusable for (said once while it lasts; not saved)."""
 
-    def learn(self, busy: dict[str, float], cpu: dict[str, float]) -> None:
-        """Add one point per TaskManager that reported both this window (not from a saturated job: its
-        busy time may include waiting for the core); the earlier points fade (`_HALF_LIFE_WINDOWS`)."""
+    def learn(self, busy: dict[str, float], cpu: dict[str, float], window_s: float) -> None:
+        """Add one point per TaskManager that reported both this `window_s`-long window (not from a
+        saturated job: its busy time may include waiting for the core); the earlier points fade by the
+        window's length (`_HALF_LIFE_S`)."""
         pairs = [(b, cpu[tm]) for tm, b in busy.items() if tm in cpu and math.isfinite(cpu[tm])]
         if pairs:
             x, y = np.array(pairs).T
-            self.stats = self.stats.faded(_FADE).merge(RegressionStats.from_arrays(x, y))
+            fade = 0.5 ** (window_s / _HALF_LIFE_S)
+            self.stats = self.stats.faded(fade).merge(RegressionStats.from_arrays(x, y))
 
     def seed(self, points: Sequence[tuple[float, float]]) -> int:
         """Start the line from (busy share, CPU) points a capacity plan's testbed measured; a model that

@@ -74,7 +74,7 @@ def analyse_vertices(
     model.learn(graph, windows, contended_taskmanagers(windows, worker_cpu, cores, busy, keyed))
     estimate = model.estimate(graph, windows, current, max_scaleout)
     if not saturated:
-        cores.learn(busy, worker_cpu)
+        cores.learn(busy, worker_cpu, observation.window_s)
     reactive = all(v.parallelism == current for v in graph.vertices if v.max_parallelism >= current)
     # A saturated job's throughput is its capacity, measured (the job-level model takes it), and on a real
     # host its busy time then includes waiting for the core; per-vertex parallelism (issue 13's path)

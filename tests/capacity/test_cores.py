@@ -33,7 +33,7 @@ def test_the_line_is_learned_from_every_taskmanager_and_window():
     rng = np.random.default_rng(1)
     for _ in range(40):  # a vertex that mostly waits: CPU = 0.2 + 0.3 * busy, noisy
         busy = {f"tm-{i}": float(b) for i, b in enumerate(rng.uniform(0.1, 0.9, 4))}
-        model.learn(busy, {tm: 0.2 + 0.3 * b + rng.normal(0, 0.01) for tm, b in busy.items()})
+        model.learn(busy, {tm: 0.2 + 0.3 * b + rng.normal(0, 0.01) for tm, b in busy.items()}, 60.0)
     idle, per_busy = model.line()
     assert idle == pytest.approx(0.2, abs=0.01) and per_busy == pytest.approx(0.3, abs=0.02)
 
@@ -57,7 +57,7 @@ def test_busy_time_that_costs_little_cpu_lifts_the_cores_limit():
     cores = CoreModel()
     for _ in range(30):  # the CPU stays near idle however busy the subtasks are: they wait
         busy = {"tm-0": 0.2, "tm-1": 0.8}
-        cores.learn(busy, {tm: 0.11 + 0.1 * b for tm, b in busy.items()})
+        cores.learn(busy, {tm: 0.11 + 0.1 * b for tm, b in busy.items()}, 60.0)
     limit = cores.limit(dag, graph, windows, taskmanager_busy(windows), current=1, max_scaleout=1)
     assert limit.per_scaleout_rps[1] > 3_000.0  # the true rates (1,000 rps) bind, not the core
 
@@ -81,7 +81,7 @@ def test_a_taskmanager_missing_one_subtasks_busy_time_is_left_out():
 
 def test_the_model_survives_a_restart():
     cores = CoreModel()
-    cores.learn({"tm-0": 0.5, "tm-1": 0.2}, {"tm-0": 0.5, "tm-1": 0.3})
+    cores.learn({"tm-0": 0.5, "tm-1": 0.2}, {"tm-0": 0.5, "tm-1": 0.3}, 60.0)
     cores.overhead_busy = 0.01
     again = CoreModel.from_dict(cores.to_dict())
     assert again.line() == cores.line() and again.overhead_busy == 0.01
@@ -95,7 +95,7 @@ def test_a_subtask_far_slower_than_its_siblings_near_saturation_waits_for_its_co
     graph = chain(3, 3, keyed=(1,))
     model = CoreModel(CapacitySettings(saturation_cpu=0.95, idle_cpu=0.05))
     for _ in range(40):  # the line says a busy second costs 0.3 CPU: the core serves 3 busy seconds
-        model.learn({"tm-0": 0.5, "tm-1": 1.5}, {"tm-0": 0.2, "tm-1": 0.5})
+        model.learn({"tm-0": 0.5, "tm-1": 1.5}, {"tm-0": 0.2, "tm-1": 0.5}, 60.0)
     sources = [series("v0", i, 3000.0, busy) for i, busy in enumerate((0.03, 0.03, 0.5))]
     keyed = [series("v1", i, 3000.0, busy) for i, busy in enumerate((0.6, 0.6, 0.95))]
     windows = subtask_windows(sources + keyed, graph, uptime_s=3600.0, now_s=60.0, warmup_s=0.0)

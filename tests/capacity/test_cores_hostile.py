@@ -33,7 +33,7 @@ def _limit(cores: CoreModel, max_scaleout: int = 3):
 def test_an_idle_cpu_at_the_saturation_bounds_no_scale_out_and_is_said_once():
     cores = CoreModel(SETTINGS)
     for _ in range(30):  # the CPU at 0.97 while the subtasks are busy 5-15%: GC, compaction, uploads
-        cores.learn({"tm-0": 0.05, "tm-1": 0.15}, {"tm-0": 0.97, "tm-1": 0.98})
+        cores.learn({"tm-0": 0.05, "tm-1": 0.15}, {"tm-0": 0.97, "tm-1": 0.98}, 60.0)
     assert cores.line()[0] >= SETTINGS.saturation_cpu - 0.01
     with capture_logs() as events:
         first, again = _limit(cores), _limit(cores)
@@ -56,10 +56,14 @@ def test_a_usable_line_says_nothing_and_keeps_its_limit():
     assert limit.per_scaleout_rps[1] == pytest.approx(500.0) and limit.unusable == "" and events == []
 
 
-def _run(cores: CoreModel, windows: int, cpu_per_busy: float, rng: np.random.Generator) -> None:
+def _run(
+    cores: CoreModel, windows: int, cpu_per_busy: float, rng: np.random.Generator, window_s: float = 60.0
+) -> None:
     for _ in range(windows):
         busy = {f"tm-{i}": float(b) for i, b in enumerate(rng.uniform(0.1, 0.9, 4))}
-        cores.learn(busy, {tm: 0.11 + cpu_per_busy * b + rng.normal(0, 0.01) for tm, b in busy.items()})
+        cores.learn(
+            busy, {tm: 0.11 + cpu_per_busy * b + rng.normal(0, 0.01) for tm, b in busy.items()}, window_s
+        )
 
 
 @pytest.mark.parametrize(("before", "after"), [(0.42, 0.84), (0.84, 0.42)])
@@ -72,6 +76,18 @@ def test_a_change_of_the_cores_per_taskmanager_is_learned_within_days(before, af
     _run(cores, 5 * 1440, after, rng)
     assert cores.line()[1] == pytest.approx(after, rel=0.05)
     assert _limit(cores, 1).per_scaleout_rps[1] == pytest.approx(500.0 * 0.84 / after, rel=0.05)
+
+
+@pytest.mark.parametrize("window_s", [60.0, 30.0, 15.0])
+def test_the_line_forgets_by_the_day_whatever_the_loop_interval(window_s):
+    """Three days on one setup, then one on the other: the new day weighs what a day's half-life gives it,
+    also at a shorter loop (counted in windows, a 30-s loop forgot twice as fast as it said)."""
+    per_day = round(86_400 / window_s)
+    cores = CoreModel(SETTINGS)
+    _run(cores, 3 * per_day, 0.42, np.random.default_rng(3), window_s)
+    _run(cores, per_day, 0.84, np.random.default_rng(4), window_s)
+    new_share = (1 - 0.5) / (1 - 0.5**4)  # weight of the last day among four, each day half the next
+    assert cores.line()[1] == pytest.approx(0.42 + (0.84 - 0.42) * new_share, rel=0.03)
 
 
 def test_a_state_stored_before_the_half_life_loads_and_fades():

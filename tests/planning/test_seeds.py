@@ -61,7 +61,7 @@ def test_the_points_make_a_waiting_vertex_cheap_for_the_core_line_and_the_vertex
 
 def test_what_the_daemon_learned_itself_is_never_replaced_by_a_seed():
     cores = CoreModel()
-    cores.learn({"tm-1": 0.5, "tm-2": 0.7}, {"tm-1": 0.5, "tm-2": 0.65})
+    cores.learn({"tm-1": 0.5, "tm-2": 0.7}, {"tm-1": 0.5, "tm-2": 0.65}, 60.0)
     learned = cores.line()
     assert cores.seed([(0.3, 0.14), (0.9, 0.20)]) == 0 and cores.line() == learned
 
