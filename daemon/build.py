@@ -80,7 +80,9 @@ def knowledge_settings(
     return KnowledgeSettings(
         capacity=capacity,
         dag=DagSettings(warmup_s=config.capacity.warmup_s),
-        forecast=ForecastSettings(**config.forecast.model_dump(exclude=REGISTRY_KEYS)),
+        forecast=ForecastSettings(
+            **config.forecast.model_dump(exclude=REGISTRY_KEYS), loop_interval_s=loop_interval_s(config)
+        ),
         model_source=lambda: registry_source(config),
         downtime_out_s=recovery.downtime_out_s,
         downtime_in_s=recovery.downtime_in_s,

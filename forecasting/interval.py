@@ -34,11 +34,21 @@ class PeakErrors:
     """Ratios realized peak / forecast peak per lead band, learned as the realized load arrives."""
 
     def __init__(
-        self, horizon_s: int, window: int = 60, quantile: float = 0.9, min_samples: int = 10
+        self,
+        horizon_s: int,
+        window: int = 60,
+        quantile: float = 0.9,
+        min_samples: int = 10,
+        record_interval_s: float = BAND_S,
     ) -> None:
-        if not 0 < quantile < 1 or window < 1 or min_samples < 1:
-            raise ValueError("quantile must lie in (0, 1); window and min_samples must be >= 1")
+        if not 0 < quantile < 1 or window < 1 or min_samples < 1 or not record_interval_s > 0:
+            raise ValueError(
+                "quantile must lie in (0, 1); window and min_samples must be >= 1, record_interval_s > 0"
+            )
         self.bands = max(1, math.ceil(horizon_s / BAND_S))
+        self._kept = self.bands * max(1, math.ceil(BAND_S / record_interval_s)) + 1
+        """Forecasts pending judgement: a horizon's worth at the loop's pace (a loop faster than a band
+        records more per band; a count, not an age, so the surge watch's extra forecasts do not add)."""
         self.window, self.quantile, self.min_samples = window, quantile, min_samples
         self._ratios = [deque(maxlen=window) for _ in range(self.bands)]
         self._mean_ratios = [deque(maxlen=window) for _ in range(self.bands)]
@@ -47,7 +57,7 @@ class PeakErrors:
     def record(self, start_s: float, rates_rps: np.ndarray) -> None:
         """Keep a forecast (for seconds start_s+1 ..) to judge against the load as it arrives."""
         self._pending.append((float(start_s), np.asarray(rates_rps, dtype=float), 0))
-        while len(self._pending) > self.bands + 1:
+        while len(self._pending) > self._kept:
             self._pending.popleft()
 
     def learn(self, times_s: np.ndarray, rates_rps: np.ndarray) -> None:

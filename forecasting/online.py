@@ -126,7 +126,11 @@ class WorkloadForecaster:
         """The registry version last refused (version, fingerprint, when): not retried before
         REJECTED_RETRY_S unless its content changes."""
         self._next_poll_s = -np.inf
-        self._peak_errors = PeakErrors(settings.horizon_steps, quantile=settings.upper_quantile)
+        self._peak_errors = PeakErrors(
+            settings.horizon_steps,
+            quantile=settings.upper_quantile,
+            record_interval_s=settings.loop_interval_s,
+        )
 
     def _new_grid(self, epoch: int) -> BucketGrid:
         """An empty history; a new epoch makes a fit still running on the old one be discarded."""

@@ -32,6 +32,8 @@ class ForecastSettings:
     fourier_order: sine/cosine pairs per seasonal period (exogenous Fourier terms, not a seasonal ARIMA).
     max_differencing: the largest d auto-ARIMA may choose (d = 2 extrapolates curvature: see arima.py).
     upper_quantile: the quantile of recent peak errors the upper bound is set at (forecasting/interval.py).
+    loop_interval_s: how often the loop asks for a forecast (not a forecast setting of the config: the
+        loop's), so that the upper bound keeps a whole horizon of forecasts to judge.
     """
 
     resolution_s: float = 10.0
@@ -47,9 +49,17 @@ class ForecastSettings:
     fourier_order: int = 2
     max_differencing: int = 1
     upper_quantile: float = 0.9
+    loop_interval_s: float = 60.0
 
     def __post_init__(self) -> None:
-        positive = ("resolution_s", "horizon_s", "max_history_s", "wape_threshold", "linear_window_s")
+        positive = (
+            "resolution_s",
+            "horizon_s",
+            "max_history_s",
+            "wape_threshold",
+            "linear_window_s",
+            "loop_interval_s",
+        )
         for name in positive:
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")

@@ -107,3 +107,15 @@ def test_before_any_model_the_upper_bound_keeps_the_peak_of_the_fallback_window(
     assert forecast.rates_rps.max() < 250  # the trend extrapolates the fall
     window_peak = rates[seconds > 60].max()
     assert forecast.upper_rps.min() >= window_peak * 0.99
+
+
+def test_at_a_loop_faster_than_a_band_every_lead_band_learns():
+    """A 30-s loop records two forecasts per band: keeping a band's count of them judged only the first
+    half of the horizon, and the later lead minutes kept no upper bound at all."""
+    errors = PeakErrors(HORIZON_S, min_samples=10, record_interval_s=30.0)
+    for i in range(80 + 2 * HORIZON_S // 60):
+        times = np.arange(5.0, i * 30.0, 10.0)
+        errors.learn(times, np.full(len(times), 1_300.0))
+        if i < 80:
+            errors.record(i * 30.0, np.full(HORIZON_S, 1_000.0))
+    assert np.allclose(errors.factors(0.9), 1.3)
