@@ -128,7 +128,7 @@ class _FixedForecaster:
         self._forecast = forecast
         self.last_forecast = forecast
 
-    def observe(self, timestamps_s: np.ndarray, rates_rps: np.ndarray) -> None:
+    def observe(self, timestamps_s: np.ndarray, rates_rps: np.ndarray, now_s: float | None = None) -> None:
         pass
 
     def forecast(self, now_s: float) -> object:

@@ -1,6 +1,7 @@
 """Wall time and outcome of `foresail simulate` on the three shared 6-hour traces.
 
-Usage: python benchmarks/simulate_speed.py [--policy reactive] [--json]
+Usage: python benchmarks/simulate_speed.py [--policy NAME (default foresail)] [--seed N] [--json]
+The figures go to stdout (a table, or JSON with --json); warnings to stderr.
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ from forecasting.blas import limit_blas_threads  # first: one BLAS thread for ev
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from config.schema import Config
+from daemon.logs import configure_logging
 from daemon.simulate import simulate
 
 TRACES = Path(__file__).resolve().parents[1] / "data" / "daedalus" / "workloads"
@@ -31,10 +34,11 @@ FIELDS = (
 def main() -> None:
     limit_blas_threads()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--policy", default="reactive")
+    parser.add_argument("--policy", default="foresail")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    configure_logging("warning", "console", sys.stderr)  # the figures alone on stdout
     results = {}
     for trace in sorted(TRACES.glob("*.csv")):
         config = Config.model_validate(

@@ -73,7 +73,7 @@ class TwinConfig(Section):
     topology: str = Field(
         "single",
         description="Job graph of the simulated job: a shipped topology (single, wordcount, ysb, session, "
-        "io-sink; simulator/topologies/) or a YAML file of the same schema.",
+        "io-sink, hot-key; simulator/topologies/) or a YAML file of the same schema.",
     )
     latency_slo_s: float = Field(
         30.0,
@@ -337,7 +337,7 @@ class RecoveryConfig(Section):
         ge=0,
         description="Initial downtime estimate of a per-vertex rescale (scaling.granularity: vertex), learned "
         "from the rescales the execute side measures (request to every vertex running at its target): "
-        "3.0-3.2 s measured on Flink 2.3 outside the adaptive scheduler's cooldown (docs: per-vertex.md).",
+        "3.0-3.2 s measured on Flink 2.3 outside the adaptive scheduler's cooldown (README: per-vertex parallelism).",
     )
 
 

@@ -143,8 +143,8 @@ def _add_model_arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--topology",
         default=None,
-        help="twin: the job graph, a shipped name (single, wordcount, ysb, session, io-sink) or a YAML "
-        "file (default: twin.topology)",
+        help="twin: the job graph, a shipped name (single, wordcount, ysb, session, io-sink, hot-key) or a "
+        "YAML file (default: twin.topology)",
     )
     command.add_argument(
         "--capacity-model",

@@ -120,6 +120,7 @@ def _run_twin(
     started = mark(world.twin)  # a resumed twin's history before here is a replay, not what happened
     interval_s, speedup = loop_interval_s(config), config.twin.speedup
     _say_resumed(config, knowledge.iteration, start_s, world.end_s, interval_s)
+    _say_seeded_for_another_job(config, knowledge, world)
     if start_s > world.end_s:
         log.info("trace-finished", resumed_at_s=start_s, trace_end_s=world.end_s)
         knowledge.close()
@@ -223,6 +224,22 @@ def _say_resumed(config: Config, iteration: int, start_s: float, end_s: float, i
             f"from the knowledge store {path}; {afresh}",
             file=sys.stderr,
         )
+
+
+def _say_seeded_for_another_job(config: Config, knowledge: Knowledge, world: TwinWorld) -> None:
+    """A store a capacity plan seeded for another job than the twin's: its seeds are dropped at the first
+    iteration (`Knowledge.check_seeded_job`, an error event in the audit log); said here too, where the
+    user sees it, with the likely cause (planned and run with different topologies)."""
+    names = tuple(sorted(v.name for v in world.twin.topology.vertices))
+    if knowledge.seeded_for is None or knowledge.seeded_for == names:
+        return
+    print(
+        f"foresail run: the knowledge store {config.knowledge.path} was seeded by a capacity plan of another "
+        f"job (vertices {', '.join(knowledge.seeded_for)}) than topology {config.twin.topology} "
+        f"({', '.join(names)}): the seeds are dropped and the daemon starts cold; run with the plan's "
+        "--topology",
+        file=sys.stderr,
+    )
 
 
 def _resume_time(knowledge: Knowledge, log: object) -> float:

@@ -139,3 +139,16 @@ def test_config_errors_survive_pickling_to_a_parent_process():
     copy = pickle.loads(pickle.dumps(error))
     assert isinstance(copy, ConfigError)
     assert (copy.source, copy.problems, str(copy)) == (error.source, error.problems, str(error))
+
+
+def test_the_twin_topology_setting_names_every_shipped_topology():
+    """`hot-key` shipped without a word in the setting's description or the command line's help."""
+    from config.schema import TwinConfig
+    from daemon.cli import _parser
+    from simulator.topology import shipped_topologies
+
+    description = TwinConfig.model_fields["topology"].description
+    (subcommands,) = _parser()._subparsers._group_actions
+    (option,) = [a for a in subcommands.choices["run"]._actions if "--topology" in a.option_strings]
+    for name in shipped_topologies():
+        assert name in description and name in option.help

@@ -330,3 +330,18 @@ def test_a_daemon_drops_the_seeds_of_a_plan_for_another_job(planned, topology, t
         return
     assert len(dropped) == 1 and dropped[0]["job_vertices"] == ["count", "sink", "source", "tokenizer"]
     assert not seeded and not knowledge.dag.seeds
+
+
+@pytest.mark.parametrize("topology", ["ysb", "wordcount"])
+def test_run_on_a_plan_for_another_job_says_so_on_the_console(planned, topology, tmp_path, capsys):
+    """The README's plan-then-run example ran the default topology on a ysb plan: every seed was dropped
+    with only an error event in the audit log, and the run looked informed."""
+    store = tmp_path / "k.db"
+    shutil.copyfile(planned / "knowledge.db", store)
+    argv = ["run", "--knowledge", str(store), "--topology", topology, "--iterations", "1"]
+    assert main([*argv, "--audit-log", str(tmp_path / "audit.jsonl")]) == 0
+    said = [line for line in capsys.readouterr().err.splitlines() if "capacity plan of another job" in line]
+    if topology == "ysb":
+        assert said == []
+        return
+    assert len(said) == 1 and "(vertices filter, join, projection" in said[0] and "--topology" in said[0]
