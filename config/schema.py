@@ -644,7 +644,11 @@ class KnowledgeConfig(Section):
         description="SQLite file with the persisted knowledge (':memory:' = none).",
     )
     decision_history: int = Field(
-        10000, ge=1, le=100_000_000, description="Decisions kept in the store (oldest dropped)."
+        10000,
+        ge=1,
+        le=100_000_000,
+        description="Decisions kept in the store (oldest dropped); the same cap holds the journals of observed "
+        "recoveries and memory reconfigurations.",
     )
 
 

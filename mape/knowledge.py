@@ -561,10 +561,6 @@ class KnowledgeStore:
                 )
             if decision is not None:
                 self._append("decisions", knowledge.iteration, decision.time_s, decision.to_dict())
-                self._db.execute(
-                    "DELETE FROM decisions WHERE id <= (SELECT MAX(id) FROM decisions) - ?",
-                    (self.decision_history,),
-                )
             for recovery in knowledge.new_recoveries:
                 self._append("recoveries", knowledge.iteration, recovery.rescale_s, recovery.to_dict())
             for name, extension in knowledge.extensions.items():
@@ -653,9 +649,14 @@ class KnowledgeStore:
         self._tables.add(table)
 
     def _append(self, table: str, iteration: int, time_s: float, body: dict) -> None:
+        """A row of a journal (decisions, recoveries, an extension's records), the oldest beyond
+        `decision_history` dropped: a sidecar runs for months, and these are the audit's, not the plan's."""
         self._db.execute(
             f"INSERT INTO {table} (iteration, time_s, body) VALUES (?, ?, ?)",
             (iteration, time_s, json.dumps(body)),
+        )
+        self._db.execute(
+            f"DELETE FROM {table} WHERE id <= (SELECT MAX(id) FROM {table}) - ?", (self.decision_history,)
         )
 
     @contextmanager
@@ -676,7 +677,7 @@ _JOURNAL_COLUMNS = (
     "time_s REAL NOT NULL",
     "body TEXT NOT NULL",
 )
-"""An append-only table of per-iteration records (decisions, recoveries, an extension's records)."""
+"""A journal of per-iteration records (decisions, recoveries, an extension's records), capped at `decision_history`."""
 _COLUMNS = {
     "state": ("key TEXT PRIMARY KEY", "value TEXT NOT NULL"),
     "blobs": ("key TEXT PRIMARY KEY", "value BLOB"),

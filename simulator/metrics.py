@@ -204,8 +204,7 @@ class TwinMetricsSource:
 
     def _input_rate(self, ends: np.ndarray) -> np.ndarray:
         """Kafka messages-in rate: mean arrivals over the last input_rate_window_s (the broker never stops)."""
-        arrivals = self.twin.history.view("arrivals")
-        cumulative = np.concatenate(([0], np.cumsum(arrivals[: int(ends.max(initial=0))])))
+        cumulative = self.twin.history.arrived_before()
         starts = np.maximum(ends - self.input_rate_window_s, 0)
         return (cumulative[ends] - cumulative[starts]) / (ends - starts)
 
@@ -343,18 +342,22 @@ def mean_latency_per_second_s(twin: Twin, start_s: int = 0, end_s: int | None = 
     twin's LatencyTracker counts them), else the oldest waiting record's age, else NaN (nothing to wait)."""
     history = twin.history
     end_s = history.length if end_s is None else min(end_s, history.length)
-    arrivals = history.view("arrivals")[:end_s].astype(np.int64)
-    cumulative = np.concatenate(([0], np.cumsum(arrivals)))  # records that arrived before each second
-    seconds = np.arange(len(arrivals))
-    weighted = np.concatenate(([0], np.cumsum(seconds * arrivals)))  # Σ arrival second over offsets
+    t = np.arange(start_s, end_s)
+    if not len(t):
+        return np.zeros(0)
+    cumulative = history.arrived_before()[: end_s + 1]  # records that arrived before each second
+    processed = history.view("processed")[start_s:end_s].astype(np.int64)
+    first = cumulative[t] - history.view("lag_at")[start_s:end_s]
+    # Σ arrival second over the records from the oldest one read here on: only differences of it are
+    # used, so it is summed from that record's second, not from the trace's start
+    oldest_s = int(np.searchsorted(cumulative, first.min(), side="right") - 1)
+    seconds = np.arange(oldest_s, end_s)
+    weighted = np.concatenate(([0], np.cumsum(seconds * history.view("arrivals")[oldest_s:end_s])))
 
     def arrival_second_sum(offset: np.ndarray) -> np.ndarray:
         s = np.searchsorted(cumulative, offset, side="right") - 1
-        return weighted[s] + s * (offset - cumulative[s])
+        return weighted[s - oldest_s] + s * (offset - cumulative[s])
 
-    t = np.arange(start_s, end_s)
-    processed = history.view("processed")[start_s:end_s].astype(np.int64)
-    first = cumulative[t] - history.view("lag_at")[start_s:end_s]
     base = twin.latency.base_latency_s
     with np.errstate(invalid="ignore", divide="ignore"):
         mean_arrival = (arrival_second_sum(first + processed) - arrival_second_sum(first)) / processed

@@ -88,6 +88,29 @@ def test_decision_history_is_bounded(tmp_path: Path):
     assert [d.time_s for d in store.decisions()] == [7.0, 8.0, 9.0, 10.0, 11.0]
 
 
+def test_the_recoveries_and_extension_journals_are_bounded_too(tmp_path: Path):
+    """Only the decisions were capped: the soak probe found the recoveries and the memory journal growing by
+    a row per rescale for as long as the sidecar runs."""
+    from memory.history import OperatorDecision
+    from memory.knowledge import MemoryKnowledge
+    from recovery.tracker import ObservedRecovery
+
+    store = KnowledgeStore(tmp_path / "k.sqlite", decision_history=5)
+    knowledge = Knowledge.fresh(KnowledgeSettings())
+    memory = knowledge.extensions.setdefault("memory", MemoryKnowledge())
+    for i in range(12):
+        knowledge.iteration = i
+        knowledge.new_recoveries.append(
+            ObservedRecovery(60.0 * i, "out", 20.0, 60.0, 70.0, 600.0, True, True)
+        )
+        memory.history.new_records.append(
+            OperatorDecision("count", 60.0 * i, 2, 3, 0, 0, "long-lived", 0.9, 1e4)
+        )
+        store.save(knowledge, None)
+    assert [r.rescale_s for r in store.recoveries()] == [420.0, 480.0, 540.0, 600.0, 660.0]
+    assert [r["time_s"] for r in store.records("memory")] == [420.0, 480.0, 540.0, 600.0, 660.0]
+
+
 def test_a_failed_transaction_leaves_the_previous_state(tmp_path: Path):
     store = KnowledgeStore(tmp_path / "k.sqlite")
     knowledge = _learned_knowledge()

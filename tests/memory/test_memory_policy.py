@@ -111,6 +111,16 @@ def test_a_stateless_job_releases_its_managed_memory_when_it_scales_out_anyway()
     assert proposal.memory_level is None
 
 
+def test_a_cold_start_releases_with_its_first_scale_out_at_its_second_window():
+    """A job started below its load scales out at its second window (the first knows no capacity); with
+    that its only restart under a steady load, a release gated on five windows never came."""
+    knowledge = Knowledge()
+    memory_of(knowledge).stateless_windows = 1
+    assert _policy().propose_configuration(_assessment(stateful=False), knowledge).managed_mb is None
+    memory_of(knowledge).stateless_windows = 2
+    assert _policy().propose_configuration(_assessment(stateful=False), knowledge).managed_mb == 0.0
+
+
 def test_a_stateless_job_never_restarts_for_memory_alone():
     holding = _assessment(peak=35_000.0, stateful=False)  # 4 workers carry 35k: hold
     assert _policy().propose_configuration(holding, Knowledge()).managed_mb is None
