@@ -290,8 +290,8 @@ def _stop_on_signals():
         yield
     finally:
         if signal.getsignal(signal.SIGINT) is handler:  # not stopped: the caller's handlers again
-            for number, handler in previous.items():
-                signal.signal(number, handler)
+            for number, saved in previous.items():
+                signal.signal(number, saved)
 
 
 def _stopped_message(signum: int, args: argparse.Namespace) -> str:

@@ -597,6 +597,10 @@ class WorkloadForecaster:
             forecaster._grid.load_state(state["grid"])
         except Exception as exc:  # another resolution, or damage: the model without its history is lost too
             _emit("warning", "forecast_state_not_restored", error=repr(exc)[:300])
+            try:  # what the forecasts' errors taught and the refused registry version do not need it
+                forecaster._restore_judgement(state)
+            except Exception as again:
+                _emit("warning", "forecast_judgement_not_restored", error=repr(again)[:300])
             return forecaster
         try:  # a model pickled by another version of a library may no longer load: refit, keep the rest
             model = None if state["model"] is None else pickle.loads(state["model"])
@@ -618,14 +622,18 @@ class WorkloadForecaster:
         if forecaster._model is not None:
             forecaster._model_version = state.get("model_version")
             forecaster._model_fingerprint = str(state.get("model_fingerprint") or "")
-        rejected = state.get("rejected")
-        if rejected is not None:
-            forecaster._rejected = (str(rejected[0]), str(rejected[1]), float(rejected[2]))
-        forecaster._peak_errors.load_state(state.get("peak_errors", {}))
+        forecaster._restore_judgement(state)
         for name in ("last_model_forecast", "last_forecast"):
             if state[name] is not None:
                 setattr(forecaster, f"_{name}", Forecast.from_dict(state[name]))
         return forecaster
+
+    def _restore_judgement(self, state: dict[str, Any]) -> None:
+        """The peak errors per lead minute (the upper bound) and the registry version refused last."""
+        rejected = state.get("rejected")
+        if rejected is not None:
+            self._rejected = (str(rejected[0]), str(rejected[1]), float(rejected[2]))
+        self._peak_errors.load_state(state.get("peak_errors", {}))
 
     @property
     def last_forecast(self) -> Forecast | None:

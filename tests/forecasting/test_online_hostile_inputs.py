@@ -214,3 +214,16 @@ def test_an_old_state_without_its_resolution_is_refused_when_its_indices_cannot_
     assert restored._grid.values.size == 0
     same = WorkloadForecaster.from_state(state, SETTINGS, executor=InlineExecutor())
     assert same._grid.values.size == 60  # at the resolution it was saved in, it is kept
+
+
+def test_a_grid_that_cannot_be_restored_keeps_the_peak_errors_and_the_refused_version():
+    """A fresh history, but the upper bound's learned errors and the registry version refused last do not
+    depend on it: they were lost with it."""
+    state, _ = saved_state()
+    state["peak_errors"] = {"ratios": [[1.5] * 20] * 15, "mean_ratios": [[1.2] * 20] * 15}
+    state["rejected"] = ["v7", "wape 0.9 > 0.25", 1_000.0]
+    state["grid"]["values"][-1] = float("nan")
+    restored = WorkloadForecaster.from_state(state, SETTINGS, executor=InlineExecutor())
+    assert restored._grid.values.size == 0
+    assert np.allclose(restored._peak_errors.upper(np.full(60, 100.0)), 150.0)
+    assert restored._rejected == ("v7", "wape 0.9 > 0.25", 1_000.0)
