@@ -126,6 +126,11 @@ def build_load_job(home: Path, build_dir: Path) -> Path:
 
 
 def _javac(home: Path, classes: Path, log: Path) -> None:
+    if not LOAD_JOB_SOURCE.is_file():
+        raise RuntimeError(
+            "the load job's source (jobs/TraceLoadJob.java) ships with a checkout, not with an installed "
+            f"foresail: run once from a checkout, which installs the job into {home}/usrlib"
+        )
     try:
         javac = subprocess.run(
             ["javac", "-nowarn", "-cp", f"{home}/lib/*", "-d", str(classes), str(LOAD_JOB_SOURCE)],

@@ -37,6 +37,11 @@ def suite_workloads(name: str) -> dict[str, str]:
     suites["all"] = {**shared, **suites["family"]}
     if name not in suites:
         raise KeyError(f"no suite {name!r}; choose one of {', '.join(suites)}")
+    if set(suites[name]) & set(shared) and not WORKLOADS.is_dir():
+        raise KeyError(
+            f"suite {name!r} replays the shared traces, which ship with a checkout (data/daedalus/workloads/), "
+            "not with an installed foresail: run it from a checkout, or choose a suite of generated shapes"
+        )
     return suites[name]
 
 

@@ -60,3 +60,14 @@ def test_the_table_has_a_row_per_load_and_policy_and_marks_missed_targets(tmp_pa
     assert table.count("\n| a |") == 2 and "✗" in table
     saved = json.loads((tmp_path / "out" / "suite.json").read_text())
     assert len(saved["rows"]) == 4
+
+
+def test_an_installed_foresail_without_the_shared_traces_says_where_they_are(monkeypatch, tmp_path):
+    """`pip install .` ships no data/ folder: the suite named a trace path inside site-packages."""
+    import daemon.suite as suite
+
+    monkeypatch.setattr(suite, "WORKLOADS", tmp_path / "absent")
+    for name in ("shared", "all"):
+        with pytest.raises(KeyError, match="ship with a checkout"):
+            suite.suite_workloads(name)
+    assert all(spec.startswith("shape:") for spec in suite.suite_workloads("family").values())

@@ -302,6 +302,17 @@ def test_javac_errors_are_one_line_naming_the_build_directory(tmp_path, monkeypa
     assert len((tmp_path / "build" / "javac.log").read_text().splitlines()) == 353
 
 
+def test_an_installed_foresail_without_the_load_jobs_source_says_where_it_is(tmp_path, monkeypatch):
+    """`pip install .` ships no jobs/ folder: javac was handed a path that does not exist."""
+    _fake_jdk(monkeypatch)
+    monkeypatch.setattr(
+        standalone, "LOAD_JOB_SOURCE", tmp_path / "site-packages" / "jobs" / "TraceLoadJob.java"
+    )
+    with pytest.raises(RuntimeError, match="ships with a checkout") as raised:
+        standalone.build_load_job(tmp_path / "flink", tmp_path / "build")
+    assert len(str(raised.value).splitlines()) == 1
+
+
 def test_a_flink_home_without_flink_dist_is_one_line(tmp_path, monkeypatch, capsys):
     (tmp_path / "fake" / "bin").mkdir(parents=True)
     (tmp_path / "fake" / "bin" / "taskmanager.sh").write_text("")
