@@ -60,14 +60,14 @@ headroom within a window's gauge noise of none gives a limit of a few records pe
 scale-out, which the job keeping up now disproves."""
 
 _HALF_LIFE_S = 86_400.0
-"""Seconds of windows after which a window's points count half in the line: a day. The CPU a busy second
+"""Seconds of iterations after which a window's points count half in the line: a day. The CPU a busy second
 costs changes with the TaskManagers' cores (two instead of one halve it) or the JVM, and a line that never
 forgets learns that only after as many windows as the old setup ran (two weeks on 2 cores, then a day on 1:
 0.45 CPU per busy second learned for 0.84, the cores' limit 1.9x too high). A day learns 90% of a change in
 ~3.3 days, while the true rates, learned from busy time, see it at once. Shorter half-lives cost the twin's
 clean runs: a line that forgets the low-busy points of the load's troughs loses the spread that pins its
 slope (4 hours: wordcount x traffic 105 -> 165 s over the SLO at 4.91 -> 5.21 workers). Counted in the
-windows' seconds, not in windows, so that a shorter loop does not forget faster."""
+loop's seconds, not in windows, so that a shorter loop does not forget faster."""
 
 _log = structlog.get_logger("foresail.cores")
 
@@ -99,14 +99,14 @@ class CoreModel:
     said_unusable: str = field(default="", compare=False)
     """The kind of reason the line was last said unusable for (said once while it lasts; not saved)."""
 
-    def learn(self, busy: dict[str, float], cpu: dict[str, float], window_s: float) -> None:
-        """Add one point per TaskManager that reported both this `window_s`-long window (not from a
-        saturated job: its busy time may include waiting for the core); the earlier points fade by the
-        window's length (`_HALF_LIFE_S`)."""
+    def learn(self, busy: dict[str, float], cpu: dict[str, float], interval_s: float) -> None:
+        """Add one point per TaskManager that reported both this window (not from a saturated job: its
+        busy time may include waiting for the core); the earlier points fade by the `interval_s` between
+        iterations (`_HALF_LIFE_S`: the metrics window may be longer or shorter than the loop)."""
         pairs = [(b, cpu[tm]) for tm, b in busy.items() if tm in cpu and math.isfinite(cpu[tm])]
         if pairs:
             x, y = np.array(pairs).T
-            fade = 0.5 ** (window_s / _HALF_LIFE_S)
+            fade = 0.5 ** (interval_s / _HALF_LIFE_S)
             self.stats = self.stats.faded(fade).merge(RegressionStats.from_arrays(x, y))
 
     def seed(self, points: Sequence[tuple[float, float]]) -> int:

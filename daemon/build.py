@@ -254,6 +254,7 @@ def make_loop(
             capacity_model=config.capacity.model,
             lag_slo_s=config.recovery.lag_slo_s,
             scale_out_at_checkpoint=config.recovery.scale_out_at_checkpoint,
+            loop_interval_s=loop_interval_s(config),
         ),
         make_plan(config),
         knowledge,

@@ -20,13 +20,19 @@ REDELIVER_S = 0.05
 Handler = Callable[[int, FrameType | None], object]
 
 
-def deferred_in_finalizers(handler: Handler) -> Handler:
-    """`handler`, except that a signal landing in a `__del__` is sent again `REDELIVER_S` later."""
+def deferred_in_finalizers(handler: Handler, wanted: Callable[[], bool] = lambda: True) -> Handler:
+    """`handler`, except that a signal landing in a `__del__` is sent again `REDELIVER_S` later (while
+    `wanted()`: not after the command it was meant for has ended)."""
+
+    def redeliver(signum: int) -> None:
+        if wanted():
+            signal.pthread_kill(threading.main_thread().ident, signum)
 
     def handle(signum: int, frame: FrameType | None) -> object:
         if _in_finalizer(frame):
-            main = threading.main_thread().ident
-            threading.Timer(REDELIVER_S, signal.pthread_kill, (main, signum)).start()
+            timer = threading.Timer(REDELIVER_S, redeliver, (signum,))
+            timer.daemon = True
+            timer.start()
             return None
         return handler(signum, frame)
 
@@ -36,14 +42,22 @@ def deferred_in_finalizers(handler: Handler) -> Handler:
 @contextlib.contextmanager
 def interruptible() -> Iterator[None]:
     """Ctrl-C raises KeyboardInterrupt as by default, but never inside a finalizer; the previous handler
-    is back afterwards. Only the main thread can set handlers: elsewhere, nothing changes."""
-    if threading.current_thread() is not threading.main_thread():
+    is back afterwards. Only where Python's default handler is set, in the main thread: an ignored SIGINT
+    (a command started in the background by a shell) stays ignored."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
         yield
         return
-    previous = signal.signal(signal.SIGINT, deferred_in_finalizers(signal.default_int_handler))
+    active = True
+    previous = signal.signal(
+        signal.SIGINT, deferred_in_finalizers(signal.default_int_handler, lambda: active)
+    )
     try:
         yield
     finally:
+        active = False
         signal.signal(signal.SIGINT, previous)
 
 

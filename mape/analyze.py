@@ -43,8 +43,11 @@ class Analyzer:
         capacity_model: str = "dag",
         lag_slo_s: float | None = None,
         scale_out_at_checkpoint: bool = False,
+        loop_interval_s: float = 60.0,
     ) -> None:
         self.max_scaleout = max_scaleout
+        self.loop_interval_s = loop_interval_s
+        """How much time one iteration's learning stands for (the cores line forgets by it)."""
         self.lag_slo_s = lag_slo_s
         self.scale_out_at_checkpoint = scale_out_at_checkpoint
         """Flink >= 2.0 (FLIP-461): a scale-out restarts from a checkpoint that just completed, no replay."""
@@ -102,6 +105,7 @@ class Analyzer:
                 self.max_scaleout,
                 {w.worker_id: w.cpu_mean for w in windows},
                 saturated or bool(implausible),
+                self.loop_interval_s,
             )
         else:
             view = job_level_only(capacities_rps, capacity_sources, "capacity.model: job")

@@ -608,12 +608,13 @@ class KnowledgeStore:
         return [Decision.from_dict(json.loads(body)) for (body,) in rows]
 
     def recoveries(self) -> list[ObservedRecovery]:
-        """Every observed recovery, oldest first."""
+        """The stored observed recoveries (the last `decision_history`), oldest first."""
         rows = self._db.execute("SELECT body FROM recoveries ORDER BY id").fetchall()
         return [ObservedRecovery.from_dict(json.loads(body)) for (body,) in rows]
 
     def records(self, extension: str) -> list[dict]:
-        """Every record an analysis extension kept (`ExtensionState.new_records`), oldest first."""
+        """The stored records of an analysis extension (`ExtensionState.new_records`; the last
+        `decision_history`), oldest first."""
         self._create_table(self._db, _journal(extension))
         rows = self._db.execute(f"SELECT body FROM {_journal(extension)} ORDER BY id").fetchall()
         return [json.loads(body) for (body,) in rows]

@@ -51,10 +51,12 @@ def analyse_vertices(
     max_scaleout: int,
     worker_cpu: dict[str, float],
     saturated: bool,
+    loop_interval_s: float = 60.0,
 ) -> VertexView:
     """Learn from the window's task metrics and CPU, and bound each scale-out's capacity by both limits
     (`worker_cpu`: each TaskManager's mean CPU this window; a `saturated` job teaches the cores nothing:
-    its busy time may include waiting for the core)."""
+    its busy time may include waiting for the core; `loop_interval_s`: the time this learning stands for,
+    whatever the metrics window's length)."""
     graph = observation.job_graph
     if graph is None or not observation.subtasks:
         return job_level_only(job_capacities_rps, job_sources, "no per-vertex metrics: job-level model")
@@ -74,7 +76,7 @@ def analyse_vertices(
     model.learn(graph, windows, contended_taskmanagers(windows, worker_cpu, cores, busy, keyed))
     estimate = model.estimate(graph, windows, current, max_scaleout)
     if not saturated:
-        cores.learn(busy, worker_cpu, observation.window_s)
+        cores.learn(busy, worker_cpu, loop_interval_s)
     reactive = all(v.parallelism == current for v in graph.vertices if v.max_parallelism >= current)
     # A saturated job's throughput is its capacity, measured (the job-level model takes it), and on a real
     # host its busy time then includes waiting for the core; per-vertex parallelism (issue 13's path)

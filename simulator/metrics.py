@@ -350,12 +350,12 @@ def mean_latency_per_second_s(twin: Twin, start_s: int = 0, end_s: int | None = 
     first = cumulative[t] - history.view("lag_at")[start_s:end_s]
     # Σ arrival second over the records from the oldest one read here on: only differences of it are
     # used, so it is summed from that record's second, not from the trace's start
-    oldest_s = int(np.searchsorted(cumulative, first.min(), side="right") - 1)
+    oldest_s = max(0, int(np.searchsorted(cumulative, first.min(), side="right") - 1))
     seconds = np.arange(oldest_s, end_s)
     weighted = np.concatenate(([0], np.cumsum(seconds * history.view("arrivals")[oldest_s:end_s])))
 
     def arrival_second_sum(offset: np.ndarray) -> np.ndarray:
-        s = np.searchsorted(cumulative, offset, side="right") - 1
+        s = np.maximum(np.searchsorted(cumulative, offset, side="right") - 1, oldest_s)
         return weighted[s - oldest_s] + s * (offset - cumulative[s])
 
     base = twin.latency.base_latency_s

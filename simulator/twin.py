@@ -527,6 +527,11 @@ class Twin:
             raise ValueError(
                 "snapshot: offsets out of order (checkpoint <= position <= high water <= log end)"
             )
+        arrived = self._log_end + sum(self._arrivals[self._t : t])  # this trace's records by t
+        if values["_log_end"] != arrived:  # the offsets of another trace (or seed): a backlog it never had
+            raise ValueError(
+                f"snapshot: log_end {values['_log_end']} records by {t} s, this trace has {arrived}"
+            )
         managed_mb = size("managed_mb")
         vertices = state.get("vertex_parallelism") if self.granularity == "vertex" else None
         if vertices is not None:

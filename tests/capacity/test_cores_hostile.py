@@ -57,12 +57,12 @@ def test_a_usable_line_says_nothing_and_keeps_its_limit():
 
 
 def _run(
-    cores: CoreModel, windows: int, cpu_per_busy: float, rng: np.random.Generator, window_s: float = 60.0
+    cores: CoreModel, windows: int, cpu_per_busy: float, rng: np.random.Generator, interval_s: float = 60.0
 ) -> None:
     for _ in range(windows):
         busy = {f"tm-{i}": float(b) for i, b in enumerate(rng.uniform(0.1, 0.9, 4))}
         cores.learn(
-            busy, {tm: 0.11 + cpu_per_busy * b + rng.normal(0, 0.01) for tm, b in busy.items()}, window_s
+            busy, {tm: 0.11 + cpu_per_busy * b + rng.normal(0, 0.01) for tm, b in busy.items()}, interval_s
         )
 
 
@@ -78,14 +78,14 @@ def test_a_change_of_the_cores_per_taskmanager_is_learned_within_days(before, af
     assert _limit(cores, 1).per_scaleout_rps[1] == pytest.approx(500.0 * 0.84 / after, rel=0.05)
 
 
-@pytest.mark.parametrize("window_s", [60.0, 30.0, 15.0])
-def test_the_line_forgets_by_the_day_whatever_the_loop_interval(window_s):
+@pytest.mark.parametrize("interval_s", [60.0, 30.0, 15.0])
+def test_the_line_forgets_by_the_day_whatever_the_loop_interval(interval_s):
     """Three days on one setup, then one on the other: the new day weighs what a day's half-life gives it,
     also at a shorter loop (counted in windows, a 30-s loop forgot twice as fast as it said)."""
-    per_day = round(86_400 / window_s)
+    per_day = round(86_400 / interval_s)
     cores = CoreModel(SETTINGS)
-    _run(cores, 3 * per_day, 0.42, np.random.default_rng(3), window_s)
-    _run(cores, per_day, 0.84, np.random.default_rng(4), window_s)
+    _run(cores, 3 * per_day, 0.42, np.random.default_rng(3), interval_s)
+    _run(cores, per_day, 0.84, np.random.default_rng(4), interval_s)
     new_share = (1 - 0.5) / (1 - 0.5**4)  # weight of the last day among four, each day half the next
     assert cores.line()[1] == pytest.approx(0.42 + (0.84 - 0.42) * new_share, rel=0.03)
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 
 import pytest
 
-from daemon.interrupts import interruptible
+from daemon.interrupts import deferred_in_finalizers, interruptible
 
 
 class _RaisesInFinalizer:
@@ -47,3 +48,36 @@ def test_outside_the_main_thread_nothing_changes():
     worker.start()
     worker.join()
     assert seen == [before]
+
+
+def test_an_ignored_sigint_stays_ignored():
+    """A shell starts a background command with SIGINT ignored: a Ctrl-C for the foreground job killed it."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with interruptible():
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            signal.raise_signal(signal.SIGINT)  # nothing happens
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_a_signal_deferred_past_the_commands_end_is_not_sent():
+    """Redelivered 50 ms later, a Ctrl-C from a finalizer that ran as the command ended raised a
+    KeyboardInterrupt at the interpreter's exit."""
+    active = False
+    handler = deferred_in_finalizers(lambda *_: None, lambda: active)
+    sent: list[int] = []
+    original = signal.pthread_kill
+    signal.pthread_kill = lambda _thread, signum: sent.append(signum)
+    try:
+
+        class Finalized:
+            def __del__(self) -> None:
+                handler(signal.SIGINT, sys._getframe())
+
+        Finalized()
+        for timer in [t for t in threading.enumerate() if isinstance(t, threading.Timer)]:
+            timer.join()  # the redelivery has run
+    finally:
+        signal.pthread_kill = original
+    assert sent == []

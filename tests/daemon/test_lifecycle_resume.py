@@ -153,6 +153,16 @@ def test_restore_refuses_a_value_out_of_range_and_leaves_the_twin_as_it_was(fiel
     assert fresh.now_s == 0.0 and fresh.backlog_records == 0
 
 
+def test_restore_refuses_the_offsets_of_another_trace():
+    """A store from another twin.workload carried its backlog over: more records waiting than this trace
+    had brought, which the latency gauge read as records from before the trace began."""
+    ran, _ = _twins()
+    other = Twin(np.full(600, 500.0), parallelism=2)
+    with pytest.raises(ValueError, match="log_end"):
+        other.restore(ran.snapshot())
+    assert other.now_s == 0.0
+
+
 def test_restore_takes_over_a_sound_snapshot():
     ran, fresh = _twins()
     fresh.restore(ran.snapshot())

@@ -138,3 +138,42 @@ def test_no_window_of_the_first_gauge_minute_after_a_restart_is_learned():
     settled = dataclasses.replace(observation, uptime_s=120.0)  # the same readings a minute later count
     analyse_vertices(settled, young, CoreModel(), {1: 5000.0}, {1: "observed"}, 1, 2, {}, False)
     assert young.subtask_rate_rps("v1", 1, 0) == pytest.approx(200.0)
+
+
+def test_the_cores_line_forgets_by_the_loop_interval_not_the_metrics_window():
+    """loop.window_s may differ from loop.interval_s: a 300 s window on a 60 s loop faded the line five
+    times a day's worth per day (a half-life of 4.8 hours)."""
+    graph = JobGraph(
+        (JobVertex("v0", "source", 1, 1), JobVertex("v1", "op", 1, 128)), (JobEdge("v0", "v1", "REBALANCE"),)
+    )
+    stamps = np.arange(100.0, 400.0, 5.0)
+    n = len(stamps)
+    subtasks = tuple(
+        SubtaskSeries(
+            vertex, 0, "tm-0", stamps, *(np.full(n, v) for v in (200.0, 200.0, busy, 0.0, 1000.0 - busy))
+        )
+        for vertex, busy in (("v0", 100.0), ("v1", 400.0))
+    )
+    observation = Observation(
+        400.0, 300.0, stamps, np.full(n, 200.0), (), 0.0, 1, 4_000.0, job_graph=graph, subtasks=subtasks
+    )
+    faded: list[float] = []
+
+    class Recording(CoreModel):
+        def learn(self, busy, cpu, interval_s):
+            faded.append(interval_s)
+            super().learn(busy, cpu, interval_s)
+
+    analyse_vertices(
+        observation,
+        DagModel(DagSettings()),
+        Recording(),
+        {1: 5000.0},
+        {1: "observed"},
+        1,
+        2,
+        {"tm-0": 0.5},
+        False,
+        60.0,
+    )
+    assert faded == [60.0]
