@@ -11,6 +11,15 @@ import pytest
 from daemon.interrupts import deferred_in_finalizers, interruptible
 
 
+@pytest.fixture(autouse=True)
+def _default_sigint():
+    """Python's own SIGINT handler, as in a command started from a terminal: a test session started in
+    the background by a shell (CI's runner) inherits SIGINT ignored, where `interruptible` changes nothing."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 class _RaisesInFinalizer:
     def __del__(self) -> None:
         signal.raise_signal(signal.SIGINT)  # the handler runs here, inside the finalizer
