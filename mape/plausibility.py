@@ -91,11 +91,10 @@ class Ledger:
     samples: dict[float, tuple[float, float, float]] = field(default_factory=dict)
     """Sample time → (input records/s, processed records/s, seconds the sample stands for)."""
 
-    def record(self, observation: Observation, samples: bool = True) -> None:
-        """Adds the observation's backlog, and its samples unless they are not to be trusted (`samples`
-        False: their times then count on neither side)."""
-        if samples:
-            self.samples.update(_samples(observation))
+    def record(self, observation: Observation, samples: dict[float, tuple[float, float, float]]) -> None:
+        """Adds the observation's backlog and its `samples` (`_samples`; none where they are not to be
+        trusted: their times then count on neither side)."""
+        self.samples.update(samples)
         if _finite(observation.backlog_records):
             self.backlogs.append((observation.time_s, float(observation.backlog_records)))
         oldest_s = observation.time_s - LEDGER_HORIZON_S
@@ -132,8 +131,9 @@ def check(observation: Observation, ledger: Ledger | None = None, cores: float =
         *stale(observation),
     ]
     if ledger is not None:
-        found.extend(throughput_above_input(observation, ledger))
-        ledger.record(observation, samples=not found)
+        samples = _samples(observation)
+        found.extend(throughput_above_input(observation, ledger, samples))
+        ledger.record(observation, {} if found else samples)
     return found
 
 
@@ -202,7 +202,9 @@ def cpu(observation: Observation, cores: float = 1.0) -> list[Implausible]:
     return found
 
 
-def throughput_above_input(observation: Observation, ledger: Ledger) -> list[Implausible]:
+def throughput_above_input(
+    observation: Observation, ledger: Ledger, samples: dict[float, tuple[float, float, float]]
+) -> list[Implausible]:
     """Records processed ≤ records arrived + the backlog there was to drain, over one span (× slack).
 
     The span starts at the earliest observation in the ledger at least `RATE_SPAN_S` + a window back.
@@ -221,7 +223,7 @@ def throughput_above_input(observation: Observation, ledger: Ledger) -> list[Imp
     if not starts:
         return _unverified(observation)
     start_s = min(starts)
-    samples = {**ledger.samples, **_samples(observation)}
+    samples = {**ledger.samples, **samples}
     arrived = processed = processed_s = 0.0
     for time_s, (input_rps, processed_rps, step_s) in samples.items():
         if start_s < time_s <= now_s:
@@ -275,7 +277,7 @@ def parallelism_mismatch(observation: Observation) -> list[Implausible]:
     parallelism, uptime_s = observation.parallelism, observation.uptime_s
     if parallelism is None or uptime_s is None or not _finite(uptime_s) or uptime_s < observation.window_s:
         return []
-    newest = _newest(observation, "throughput_rps")
+    (newest,) = _newest(observation, "throughput_rps")
     if not len(newest) or newest.max() == -math.inf:
         return []
     reporting = int((newest >= newest.max() - observation.window_s / 2).sum())
@@ -305,10 +307,7 @@ def stale(observation: Observation) -> list[Implausible]:
     if _finite(uptime_s) and uptime_s < observation.window_s:
         return found
     # a worker's age: that of the staler of its CPU and throughput series, of those with a sample at all
-    newest = [
-        np.where(t > -math.inf, t, math.inf)
-        for t in (_newest(observation, n) for n in ("cpu", "throughput_rps"))
-    ]
+    newest = [np.where(t > -math.inf, t, math.inf) for t in _newest(observation, "cpu", "throughput_rps")]
     staler = np.minimum(*newest)
     ages = np.where(staler < math.inf, observation.time_s - staler, math.inf)
     stale_ones = {observation.workers[i].worker_id: float(ages[i]) for i in np.flatnonzero(ages > limit_s)}
@@ -369,11 +368,13 @@ def _finite_extremes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return low, high
 
 
-def _newest(observation: Observation, name: str) -> np.ndarray:
-    """Per worker, the time of its newest finite sample of series `name` (-inf: none)."""
-    known = np.isfinite(_stacked(observation, name))
+def _newest(observation: Observation, *names: str) -> list[np.ndarray]:
+    """Per series name, per worker: the time of its newest finite sample (-inf: none)."""
     times = _stacked(observation, "timestamps_s")
-    return np.where(known, times, -math.inf).max(axis=1, initial=-math.inf)
+    return [
+        np.where(np.isfinite(_stacked(observation, name)), times, -math.inf).max(axis=1, initial=-math.inf)
+        for name in names
+    ]
 
 
 def _mean(values: np.ndarray, default: float = math.nan) -> float:
