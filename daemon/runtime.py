@@ -230,8 +230,8 @@ def _say_seeded_for_another_job(config: Config, knowledge: Knowledge, world: Twi
     """A store a capacity plan seeded for another job than the twin's: its seeds are dropped at the first
     iteration (`Knowledge.check_seeded_job`, an error event in the audit log); said here too, where the
     user sees it, with the likely cause (planned and run with different topologies)."""
-    names = tuple(sorted(v.name for v in world.twin.topology.vertices))
-    if knowledge.seeded_for is None or knowledge.seeded_for == names:
+    names = sorted(v.name for v in world.twin.topology.vertices)
+    if not knowledge.seeded_for_another_job(names):
         return
     print(
         f"foresail run: the knowledge store {config.knowledge.path} was seeded by a capacity plan of another "

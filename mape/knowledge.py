@@ -29,7 +29,7 @@ import sqlite3
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
@@ -153,14 +153,19 @@ class Knowledge:
         (daemon/plan_output.py) or one a daemon already ran on."""
         return self.iteration > 0 or bool(self.capacity.observed) or bool(self.dag.seeds)
 
+    def seeded_for_another_job(self, vertex_names: Iterable[str]) -> bool:
+        """Whether a capacity plan seeded this store for a job whose vertices are not these."""
+        return self.seeded_for is not None and tuple(sorted(vertex_names)) != self.seeded_for
+
     def check_seeded_job(self, graph: JobGraph) -> None:
         """The first job graph after a capacity plan seeded the store: when its vertex names are not the
         planned job's, the seeds are another job's capacities (a plan of the testbed's load job, or of
         another job, given to this daemon's knowledge.path), and whatever of them the daemon has not
         learned over yet is dropped, said once: the daemon starts cold instead of misled. Checked once."""
-        planned, self.seeded_for = self.seeded_for, None
         names = tuple(sorted(v.name for v in graph.vertices))
-        if planned is None or names == planned:
+        planned, another = self.seeded_for, self.seeded_for_another_job(names)
+        self.seeded_for = None
+        if not another:
             return
         scaleouts = self.capacity.forget_seeded()
         for state in self.extensions.values():

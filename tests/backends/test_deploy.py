@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import subprocess
 import tomllib
 from pathlib import Path
 
+import kubernetes_validate
+import pytest
 import yaml
 from packaging.requirements import Requirement
 
@@ -172,3 +175,42 @@ def test_the_image_copies_every_package_and_leaves_the_rest_out():
         assert re.search(rf"^COPY {package} {package}$", dockerfile, re.M), package
     ignored = (REPO / ".dockerignore").read_text().split()
     assert {".git", "tests", ".venv", "data"} <= set(ignored)
+
+
+KUBERNETES_VERSIONS = ("1.30.0", "1.37.0")
+"""The oldest Kubernetes the manifests are checked against, and the one of the pinned client."""
+
+
+def _kubernetes_objects() -> list[tuple[str, dict]]:
+    """Every Kubernetes object of deploy/ (not the Kustomization, whose schema is kustomize's, nor the
+    Prometheus rule file)."""
+    objects = []
+    for path in sorted(DEPLOY.glob("*.yaml")):
+        for document in _documents(path.name):
+            if "apiVersion" in document and document.get("kind") != "Kustomization":
+                objects.append((path.name, document))
+    return objects
+
+
+def test_every_manifest_passes_the_api_servers_schema_strictly():
+    """An unknown or misspelt field (`httpget`, a probe at the pod level) is dropped by `kubectl apply` with
+    a warning at best: the strict schema check of the Kubernetes versions we support rejects it here."""
+    objects = _kubernetes_objects()
+    kinds = {document["kind"] for _, document in objects}
+    assert {"Deployment", "Role", "RoleBinding", "ConfigMap", "Service"} <= kinds
+    for version in KUBERNETES_VERSIONS:
+        for name, document in objects:
+            try:
+                kubernetes_validate.validate(document, version, strict=True)
+            except kubernetes_validate.ValidationError as error:
+                where = f"{name}: {document['kind']}/{document['metadata']['name']} on Kubernetes {version}"
+                pytest.fail(f"{where}: {error.message}")
+
+
+def test_the_schema_check_rejects_a_misspelt_field():
+    deployment = next(d for _, d in _kubernetes_objects() if d["kind"] == "Deployment")
+    broken = copy.deepcopy(deployment)
+    container = broken["spec"]["template"]["spec"]["containers"][0]
+    container["resource"] = container.pop("resources", {})
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, KUBERNETES_VERSIONS[-1], strict=True)
