@@ -192,13 +192,13 @@ def _per_level(memory: MemoryKnowledge) -> bool:
 
 
 def _count_stateless(memory: MemoryKnowledge, observation: Observation) -> None:
-    """Counts the windows whose operators were reported without state (a job is released of its managed
-    memory only after enough of them: state metrics that come late must not cost a stateful job its
-    memory)."""
+    """Dates the run of windows whose operators were reported without state (a job is released of its
+    managed memory only once it has lasted long enough: state metrics that come late must not cost a
+    stateful job its memory)."""
     if any(o.stateful for o in observation.operators):
-        memory.stateless_windows = 0
-    elif observation.operators:
-        memory.stateless_windows += 1
+        memory.stateless_since_s = None
+    elif observation.operators and memory.stateless_since_s is None:
+        memory.stateless_since_s = observation.time_s
 
 
 def _observe_balance(memory: MemoryKnowledge, windows: list[WorkerWindow], current: int) -> None:

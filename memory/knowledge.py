@@ -42,8 +42,9 @@ class MemoryKnowledge:
     """`memory.base_mb` the levels were learned under (None: not recorded, a store of an older version)."""
     max_level: int | None = None
     """`memory.max_level` the levels were learned under."""
-    stateless_windows: int = 0
-    """Windows whose operators were reported and none showed state, since the job last showed state."""
+    stateless_since_s: float | None = None
+    """Loop time of the first of the windows in a row whose operators were reported and none showed state
+    (None: the last window showed state, or none was reported)."""
     bad_reading: str | None = field(default=None, compare=False)
     """This window's implausible managed-memory reading, said in the decision (not saved)."""
 
@@ -66,7 +67,7 @@ class MemoryKnowledge:
             "managed_mb": self.managed_mb,
             "base_mb": self.base_mb,
             "max_level": self.max_level,
-            "stateless_windows": self.stateless_windows,
+            "stateless_since_s": self.stateless_since_s,
         }
 
     @classmethod
@@ -78,7 +79,7 @@ class MemoryKnowledge:
             managed_mb=_stored(data, "managed_mb", lambda v: _is_number(v) and v >= 0),
             base_mb=_stored(data, "base_mb", lambda v: _is_number(v) and v > 0),
             max_level=_stored(data, "max_level", _is_level),
-            stateless_windows=_stored(data, "stateless_windows", _is_level) or 0,
+            stateless_since_s=_stored(data, "stateless_since_s", lambda v: _is_number(v) and v >= 0),
         )
 
 

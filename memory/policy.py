@@ -23,7 +23,7 @@ Before these, bad data and configuration changes are settled: an implausible man
 the memory (the CPU plan stands, with the reason); a job running with more memory than `memory.max_level`
 allows steps down to the top level (``memory-above-max-level``); a stateful job without managed memory (it
 was released while its state metrics were missing) goes back to level 0 (``memory-restore``); a stateless
-job is released only after `RELEASE_AFTER_WINDOWS` windows without state. Implausible hit rates and state
+job is released only after its windows showed no state for `RELEASE_AFTER_S`. Implausible hit rates and state
 latencies are ignored, a rollback to a level outside 0..max_level is skipped, and switching to another
 level meets the rescale budget and the scale-in checks from the real current scale-out (`_held`).
 
@@ -58,12 +58,13 @@ from messages.types import Assessment, MemoryAssessment, OperatorState
 
 LOG = structlog.get_logger("foresail.memory")
 
-RELEASE_AFTER_WINDOWS = 2
-"""Windows whose operators showed no state before a job counts as stateless and its managed memory is
-released (with a scale-out): a job's first window may lack its RocksDB and latency metrics (they come late,
-or a query fails), two in a row are evidence, and `memory-restore` takes back a release that was wrong.
-Five kept the memory for good where the only scale-out came earlier: a cold start under its load scales out
-at its second window (the memory benchmark's stateless job held 16 x 158 MB to its end)."""
+RELEASE_AFTER_S = 60.0
+"""How long a job's windows must show operators without state before it counts as stateless and its
+managed memory is released (with a scale-out): a first window may lack its RocksDB and latency metrics
+(they come some seconds after a start, or a query fails), so one window is no evidence; a minute is two
+windows of the default loop, six of a 10-s one. `memory-restore` takes back a release that was wrong.
+Five windows kept the memory for good where the only scale-out came earlier: a cold start under its load
+scales out at its second window (the memory benchmark's stateless job held 16 x 158 MB to its end)."""
 
 
 @dataclass(frozen=True)
@@ -147,17 +148,18 @@ class MemoryAwarePolicy:
     def _stateless(
         self, a: Assessment, knowledge: Knowledge, memory: MemoryAssessment, cpu: Proposal
     ) -> Proposal:
-        """Release the managed memory with a scale-out, once enough windows' operators showed no state
+        """Release the managed memory with a scale-out, once the operators have shown no state for a while
         (state metrics that are missing at first must not cost a stateful job its memory)."""
         if not (
             self.settings.release_stateless and memory.managed_mb > 0 and cpu.scaleout > a.current_scaleout
         ):
             return cpu
-        windows = memory_of(knowledge).stateless_windows
-        if windows < RELEASE_AFTER_WINDOWS:
+        since = memory_of(knowledge).stateless_since_s
+        stateless_s = 0.0 if since is None else a.time_s - since
+        if stateless_s < RELEASE_AFTER_S:
             return _note(
                 cpu,
-                f"no stateful operator in {windows} windows (release after {RELEASE_AFTER_WINDOWS}): memory kept",
+                f"no stateful operator for {stateless_s:.0f} s (release after {RELEASE_AFTER_S:.0f} s): memory kept",
             )
         reason = (
             f"no stateful operator: managed memory ({memory.managed_mb:.0f} MB) released with this scale-out"

@@ -4,6 +4,7 @@ change: the loop must keep deciding, safely."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -129,8 +130,34 @@ def test_a_job_whose_state_has_not_shown_yet_keeps_its_memory_when_it_scales_out
     knowledge = Knowledge()
     analysis = MemoryAnalysis(MemoryLevels(), 18, 60.0)
     analysis.capacity_model(_observation(158.0, stateful=False), knowledge, 4)
-    proposal = _policy().propose_configuration(_assessment(stateful=False), knowledge)
+    proposal = _policy().propose_configuration(_at(_assessment(stateful=False), 600.0), knowledge)
     assert proposal.scaleout == 5 and proposal.managed_mb is None
+
+
+def test_a_short_loop_gives_the_state_metrics_a_minute_before_the_memory_goes():
+    """At a 10-s loop two windows span 10 s: a stateful job whose RocksDB metrics come 20 s after its start
+    would have lost its memory (and paid a `memory-restore` restart). A state that shows restarts the
+    clock."""
+    analysis = MemoryAnalysis(MemoryLevels(), 18, 60.0)
+
+    def released_at(times_s: np.ndarray, stateful_at: float | None = None) -> float | None:
+        knowledge = Knowledge()
+        for time_s in times_s:
+            observation = dataclasses.replace(
+                _observation(158.0, stateful=time_s == stateful_at), time_s=float(time_s)
+            )
+            analysis.capacity_model(observation, knowledge, 4)
+            proposal = _policy().propose_configuration(_at(_assessment(stateful=False), time_s), knowledge)
+            if proposal.managed_mb == 0.0:
+                return float(time_s)
+        return None
+
+    assert released_at(np.arange(10.0, 200.0, 10.0), stateful_at=30.0) == 100.0
+    assert released_at(np.arange(60.0, 600.0, 60.0)) == 120.0  # the default loop: its second window
+
+
+def _at(assessment: Assessment, time_s: float) -> Assessment:
+    return dataclasses.replace(assessment, time_s=float(time_s))
 
 
 # ---- 4. implausible readings ------------------------------------------------------------------------

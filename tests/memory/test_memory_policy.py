@@ -15,7 +15,7 @@ from memory.cost import Prices
 from memory.history import OperatorDecision
 from memory.knowledge import memory_of
 from memory.levels import MemoryLevels
-from memory.policy import RELEASE_AFTER_WINDOWS, MemoryAwarePolicy, MemorySettings
+from memory.policy import RELEASE_AFTER_S, MemoryAwarePolicy, MemorySettings
 from messages.types import Assessment, MemoryAssessment, OperatorState
 
 PER_WORKER_RPS = 10_000.0
@@ -105,7 +105,7 @@ def test_without_a_memory_view_the_cpu_plan_stands():
 # ---- stateless -----------------------------------------------------------------------------------
 def test_a_stateless_job_releases_its_managed_memory_when_it_scales_out_anyway():
     knowledge = Knowledge()
-    memory_of(knowledge).stateless_windows = RELEASE_AFTER_WINDOWS  # its state queries answered: no state
+    memory_of(knowledge).stateless_since_s = NOW_S - RELEASE_AFTER_S  # its state queries answered: no state
     proposal = _policy().propose_configuration(_assessment(stateful=False), knowledge)
     assert (proposal.scaleout, proposal.rule, proposal.managed_mb) == (5, "long-lived", 0.0)
     assert proposal.memory_level is None
@@ -115,9 +115,9 @@ def test_a_cold_start_releases_with_its_first_scale_out_at_its_second_window():
     """A job started below its load scales out at its second window (the first knows no capacity); with
     that its only restart under a steady load, a release gated on five windows never came."""
     knowledge = Knowledge()
-    memory_of(knowledge).stateless_windows = 1
+    memory_of(knowledge).stateless_since_s = NOW_S  # this window is the first without state
     assert _policy().propose_configuration(_assessment(stateful=False), knowledge).managed_mb is None
-    memory_of(knowledge).stateless_windows = 2
+    memory_of(knowledge).stateless_since_s = NOW_S - 60.0  # the second of a 60-s loop
     assert _policy().propose_configuration(_assessment(stateful=False), knowledge).managed_mb == 0.0
 
 
