@@ -137,6 +137,13 @@ SELECTIVITY_JUMP = 100.0
 not learned: one join subtask reading 5e8 records/s out for one window sent every vertex to its max
 parallelism for 59 loops, the decayed sums keeping it for that long."""
 
+JUMP_RELEARN_WINDOWS = 5
+"""Windows in a row, each beyond `SELECTIVITY_JUMP` and agreeing with one another within `JUMP_AGREEMENT`,
+after which the vertex's selectivity is learned afresh from them: a redeployed job whose flatMap now
+emits 200 records per record is an operator that changed, not a damaged reading (one window, or erratic
+ones), and would otherwise be left out for good."""
+JUMP_AGREEMENT = 2.0
+
 SEED_WEIGHT_RPS = 1.0
 """The records/s a seeded selectivity counts for in the decayed sums: one real window outweighs it."""
 
@@ -165,6 +172,9 @@ class _VertexKnowledge:
     max_parallelism: int = 128
     records_in: float = 0.0
     records_out: float = 0.0
+    jumped: tuple[int, float, float] = (0, 0.0, 0.0)
+    """Windows in a row left out as a jump that agree, and their summed records in and out (not stored: a
+    restart counts them anew)."""
     key_loads: np.ndarray | None = None
     """Per key group, the estimated share of the vertex's records (keyed vertices)."""
     shares_seen: dict[int, np.ndarray] = field(default_factory=dict)
@@ -358,10 +368,46 @@ class DagModel:
                 self._warn_selectivity(known, vertex_id, records_in, records_out, "records out with none in")
             return False
         learned = known.records_out / known.records_in if known.records_in > 0 else 0.0
-        limit = min(MAX_SELECTIVITY, SELECTIVITY_JUMP * max(learned, 1.0))
-        if records_out > limit * records_in:
-            self._warn_selectivity(known, vertex_id, records_in, records_out, f"above {limit:g} out per in")
+        if records_out > MAX_SELECTIVITY * records_in:
+            self._warn_selectivity(
+                known, vertex_id, records_in, records_out, f"above {MAX_SELECTIVITY:g} out per in"
+            )
             return False
+        limit = SELECTIVITY_JUMP * max(learned, 1.0)
+        if records_out <= limit * records_in:
+            known.jumped = (0, 0.0, 0.0)
+            return True
+        if self._relearned_after_jump(known, vertex_id, records_in, records_out):
+            return True
+        self._warn_selectivity(known, vertex_id, records_in, records_out, f"above {limit:g} out per in")
+        return False
+
+    @staticmethod
+    def _relearned_after_jump(
+        known: _VertexKnowledge, vertex_id: str, records_in: float, records_out: float
+    ) -> bool:
+        """Counts a window beyond the jump limit; the `JUMP_RELEARN_WINDOWS`-th in a row that agrees with
+        the others replaces the vertex's sums with theirs (True: the window is then learned on top)."""
+        count, jumped_in, jumped_out = known.jumped
+        relative = (records_out / records_in) / (jumped_out / jumped_in) if count else math.nan
+        if 1 / JUMP_AGREEMENT <= relative <= JUMP_AGREEMENT:
+            count, jumped_in, jumped_out = count + 1, jumped_in + records_in, jumped_out + records_out
+        else:
+            count, jumped_in, jumped_out = 1, records_in, records_out
+        if count < JUMP_RELEARN_WINDOWS:
+            known.jumped = (count, jumped_in, jumped_out)
+            return False
+        _log.warning(
+            "dag-selectivity-relearned",
+            vertex=known.name or vertex_id,
+            selectivity_before=known.records_out / known.records_in if known.records_in > 0 else None,
+            selectivity=jumped_out / jumped_in,
+            windows=count,
+            reason=f"{count} windows in a row agree on a selectivity beyond {SELECTIVITY_JUMP:g}x the one "
+            "known: the operator changed",
+        )
+        known.records_in, known.records_out = jumped_in - records_in, jumped_out - records_out
+        known.jumped = (0, 0.0, 0.0)
         return True
 
     def _warn_selectivity(

@@ -87,6 +87,41 @@ def test_a_first_window_above_the_selectivity_cap_is_not_learned_but_a_real_one_
     assert model.selectivity("v1") == pytest.approx(20.0)  # a flatMap into words
 
 
+def _windows_of_selectivity(model: DagModel, ratios: list[float]) -> list[float]:
+    """The join's selectivity after each window of a chain source(1) -> join(2) emitting `ratios`."""
+    seen = []
+    for ratio in ratios:
+        learn(
+            model,
+            chain(1, 2),
+            [series("v0", 0, 400.0, 0.4)] + [series("v1", i, 200.0, 0.4, out_ratio=ratio) for i in range(2)],
+        )
+        seen.append(model.selectivity("v1"))
+    return seen
+
+
+def test_an_operator_whose_selectivity_jumped_for_good_is_learned_afresh_after_five_windows():
+    """A redeployed flatMap emitting 200 records per record (the job knew 1): left out as damage at first,
+    then learned from the five windows that agree, said once."""
+    model = DagModel()
+    steady(model)
+    with capture_logs() as events:
+        seen = _windows_of_selectivity(model, [200.0] * 5 + [210.0])
+    assert seen[:4] == [pytest.approx(1.0)] * 4
+    assert seen[4] == pytest.approx(200.0) and seen[5] == pytest.approx(200.0, rel=0.05)
+    assert [e["event"] for e in events] == ["dag-selectivity-window-left-out", "dag-selectivity-relearned"]
+
+
+def test_erratic_or_interrupted_jumps_are_never_learned():
+    """Readings beyond the jump that disagree with one another (×2 apart and more), or whose run a
+    plausible window breaks, are damage: the selectivity known stays."""
+    model = DagModel()
+    steady(model)
+    assert _windows_of_selectivity(model, [150.0, 600.0] * 4)[-1] == pytest.approx(1.0)
+    seen = _windows_of_selectivity(model, [200.0] * 4 + [1.0] + [200.0] * 4)
+    assert seen[-1] == pytest.approx(1.0, rel=0.01)
+
+
 # ---- defects 2 and 3: the stored model ------------------------------------------------------------
 def stored() -> tuple[DagModel, dict]:
     graph = chain(1, 2, keyed=(1,))
