@@ -62,7 +62,7 @@ RELEASE_AFTER_S = 60.0
 """How long a job's windows must show operators without state before it counts as stateless and its
 managed memory is released (with a scale-out): a first window may lack its RocksDB and latency metrics
 (they come some seconds after a start, or a query fails), so one window is no evidence; a minute is two
-windows of the default loop, six of a 10-s one. `memory-restore` takes back a release that was wrong.
+windows of the default loop, seven of a 10-s one. `memory-restore` takes back a release that was wrong.
 Five windows kept the memory for good where the only scale-out came earlier: a cold start under its load
 scales out at its second window (the memory benchmark's stateless job held 16 x 158 MB to its end)."""
 
