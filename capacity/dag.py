@@ -143,6 +143,8 @@ after which the vertex's selectivity is learned afresh from them: a redeployed j
 emits 200 records per record is an operator that changed, not a damaged reading (one window, or erratic
 ones), and would otherwise be left out for good."""
 JUMP_AGREEMENT = 2.0
+NO_JUMP = (0, 0.0, 0.0)
+"""A vertex's run of jump windows when there is none: (windows, records in, records out)."""
 
 SEED_WEIGHT_RPS = 1.0
 """The records/s a seeded selectivity counts for in the decayed sums: one real window outweighs it."""
@@ -172,7 +174,7 @@ class _VertexKnowledge:
     max_parallelism: int = 128
     records_in: float = 0.0
     records_out: float = 0.0
-    jumped: tuple[int, float, float] = (0, 0.0, 0.0)
+    jumped: tuple[int, float, float] = NO_JUMP
     """Windows in a row left out as a jump that agree, and their summed records in and out (not stored: a
     restart counts them anew)."""
     key_loads: np.ndarray | None = None
@@ -375,7 +377,7 @@ class DagModel:
             return False
         limit = SELECTIVITY_JUMP * max(learned, 1.0)
         if records_out <= limit * records_in:
-            known.jumped = (0, 0.0, 0.0)
+            known.jumped = NO_JUMP
             return True
         if self._relearned_after_jump(known, vertex_id, records_in, records_out):
             return True
@@ -387,28 +389,28 @@ class DagModel:
         known: _VertexKnowledge, vertex_id: str, records_in: float, records_out: float
     ) -> bool:
         """Counts a window beyond the jump limit; the `JUMP_RELEARN_WINDOWS`-th in a row that agrees with
-        the others replaces the vertex's sums with theirs (True: the window is then learned on top)."""
+        the ones before replaces the vertex's sums with theirs (True: the window is then learned on top)."""
         count, jumped_in, jumped_out = known.jumped
         relative = (records_out / records_in) / (jumped_out / jumped_in) if count else math.nan
-        if 1 / JUMP_AGREEMENT <= relative <= JUMP_AGREEMENT:
-            count, jumped_in, jumped_out = count + 1, jumped_in + records_in, jumped_out + records_out
-        else:
-            count, jumped_in, jumped_out = 1, records_in, records_out
-        if count < JUMP_RELEARN_WINDOWS:
-            known.jumped = (count, jumped_in, jumped_out)
-            return False
-        _log.warning(
-            "dag-selectivity-relearned",
-            vertex=known.name or vertex_id,
-            selectivity_before=known.records_out / known.records_in if known.records_in > 0 else None,
-            selectivity=jumped_out / jumped_in,
-            windows=count,
-            reason=f"{count} windows in a row agree on a selectivity beyond {SELECTIVITY_JUMP:g}x the one "
-            "known: the operator changed",
+        agrees = 1 / JUMP_AGREEMENT <= relative <= JUMP_AGREEMENT
+        if agrees and count + 1 >= JUMP_RELEARN_WINDOWS:
+            _log.warning(
+                "dag-selectivity-relearned",
+                vertex=known.name or vertex_id,
+                selectivity_before=known.records_out / known.records_in if known.records_in > 0 else None,
+                selectivity=(jumped_out + records_out) / (jumped_in + records_in),
+                windows=count + 1,
+                reason=f"{count + 1} windows in a row agree on a selectivity beyond {SELECTIVITY_JUMP:g}x the "
+                "one known: the operator changed",
+            )
+            known.records_in, known.records_out, known.jumped = jumped_in, jumped_out, NO_JUMP
+            return True
+        known.jumped = (
+            (count + 1, jumped_in + records_in, jumped_out + records_out)
+            if agrees
+            else (1, records_in, records_out)
         )
-        known.records_in, known.records_out = jumped_in - records_in, jumped_out - records_out
-        known.jumped = (0, 0.0, 0.0)
-        return True
+        return False
 
     def _warn_selectivity(
         self, known: _VertexKnowledge, vertex_id: str, records_in: float, records_out: float, reason: str
