@@ -17,6 +17,7 @@ pmdarima update() is a refit, so all buckets that became final are fed in one up
 from __future__ import annotations
 
 import contextlib
+import lzma
 import pickle
 import traceback
 from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
@@ -53,6 +54,11 @@ REJECTED_TOLERANCE = 0.1
 REJECTED_RETRY_S = 3600.0
 """A registry version refused is tried again after this long (loop time), or at once when its content
 changes: a version still being copied in, or an unreadable file share, fails only for a while."""
+MODEL_COMPRESSION_PRESET = 1
+"""xz preset of the saved model: a fitted ARIMA pickles to ~1.8 MB, mostly the Kalman filter's repetitive
+arrays; preset 1 keeps ~130 KB of it in ~35 ms (zlib: ~380 KB), and the store writes it three times an
+iteration (its write-ahead log, the file, the snapshot)."""
+XZ_MAGIC = b"\xfd7zXZ\x00"
 RATE_CAP_FACTOR = 10.0
 """No forecast above this many times the largest bucket the retained history (at least max_history_s)
 holds is served, nor above MAX_RATE_RPS: a tenfold rise within one horizon beyond anything seen for
@@ -563,7 +569,7 @@ class WorkloadForecaster:
         return {
             "version": STATE_VERSION,
             "grid": self._grid.state_dict(),
-            "model": None if self._model is None else pickle.dumps(self._model),
+            "model": None if self._model is None else packed_model(self._model),
             "fed_until": self._fed_until,
             "iteration": self._iteration,
             "next_fit_iteration": self._next_fit_iteration,
@@ -603,7 +609,7 @@ class WorkloadForecaster:
                 _emit("warning", "forecast_judgement_not_restored", error=repr(again)[:300])
             return forecaster
         try:  # a model pickled by another version of a library may no longer load: refit, keep the rest
-            model = None if state["model"] is None else pickle.loads(state["model"])
+            model = None if state["model"] is None else unpacked_model(state["model"])
             if model is not None and not isinstance(model, FittedModel):
                 raise TypeError(f"a {type(model).__name__}, not a model")
         except Exception as exc:
@@ -638,3 +644,15 @@ class WorkloadForecaster:
     @property
     def last_forecast(self) -> Forecast | None:
         return self._last_forecast
+
+
+def packed_model(model: FittedModel) -> bytes:
+    """The model as the knowledge store keeps it: pickled, then xz-compressed."""
+    return lzma.compress(
+        pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL), preset=MODEL_COMPRESSION_PRESET
+    )
+
+
+def unpacked_model(blob: bytes) -> object:
+    """A saved model (trusted input only); a store written before compression holds the bare pickle."""
+    return pickle.loads(lzma.decompress(blob) if blob.startswith(XZ_MAGIC) else blob)

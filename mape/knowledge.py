@@ -346,6 +346,9 @@ class KnowledgeStore:
         self._checkpoint_busy = False
         self._tables: set[str] = set()
         """Tables checked and created on this connection (`_create_table`)."""
+        self._mirror: sqlite3.Connection | None = None
+        """The snapshot, open for writing each iteration's changes into it as well (see `_snapshot`)."""
+        self._mirror_tables: set[str] = set()
         self.damaged: str | None = None
         """What happened to a damaged store found at the start (moved aside), for the console."""
         self.unreadable_parts: tuple[str, ...] = ()
@@ -364,6 +367,7 @@ class KnowledgeStore:
                     if not file.is_symlink():  # a link to the store stays: the store it names is deleted
                         file.unlink(missing_ok=True)
             elif self.durable:
+                _settle(Path(f"{self.path}.snapshot"))
                 self._resume_if_behind()
             self._db = self._open()
         except BaseException:
@@ -402,7 +406,7 @@ class KnowledgeStore:
             if check != "ok":
                 raise sqlite3.DatabaseError(f"integrity check failed: {check}")
             for table in ("state", "blobs", "decisions", "recoveries"):
-                self._create_table(db, table)
+                self._create_table(db, table, self._tables)
         except BaseException:
             db.close()
             raise
@@ -412,6 +416,7 @@ class KnowledgeStore:
         """Move the damaged store aside and put the last good snapshot (if any) in its place."""
         if not self.durable:
             raise sqlite3.DatabaseError(reason)
+        self._close_mirror()
         aside = self._move_aside()
         snapshot = Path(f"{self.path}.snapshot")
         restored = snapshot.is_file() and _sound(snapshot)
@@ -555,24 +560,29 @@ class KnowledgeStore:
         state = knowledge.to_state(with_forecaster=self.durable)
         model = state["forecaster"].pop("model", None) if "forecaster" in state else None
         state.update({ATTACHED + name: provide() for name, provide in self.attachments.items()})
-        with self._transaction():
-            self._db.executemany(
-                "INSERT OR REPLACE INTO state (key, value) VALUES (?, ?)",
-                [(key, json.dumps(value)) for key, value in state.items()],
-            )
+        rows = [(key, json.dumps(value)) for key, value in state.items()]
+        journals = (
+            [("decisions", knowledge.iteration, decision.time_s, decision.to_dict())] if decision else []
+        )
+        journals += [
+            ("recoveries", knowledge.iteration, r.rescale_s, r.to_dict()) for r in knowledge.new_recoveries
+        ]
+        journals += [
+            (_journal(name), knowledge.iteration, record.time_s, record.to_dict())
+            for name, extension in knowledge.extensions.items()
+            for record in extension.new_records
+        ]
+
+        def write(db: sqlite3.Connection, tables: set[str]) -> None:
+            db.executemany("INSERT OR REPLACE INTO state (key, value) VALUES (?, ?)", rows)
             if "forecaster" in state:
-                self._db.execute(
-                    "INSERT OR REPLACE INTO blobs (key, value) VALUES (?, ?)", (MODEL_BLOB, model)
-                )
-            if decision is not None:
-                self._append("decisions", knowledge.iteration, decision.time_s, decision.to_dict())
-            for recovery in knowledge.new_recoveries:
-                self._append("recoveries", knowledge.iteration, recovery.rescale_s, recovery.to_dict())
-            for name, extension in knowledge.extensions.items():
-                if extension.new_records:
-                    self._create_table(self._db, _journal(name))
-                for record in extension.new_records:
-                    self._append(_journal(name), knowledge.iteration, record.time_s, record.to_dict())
+                db.execute("INSERT OR REPLACE INTO blobs (key, value) VALUES (?, ?)", (MODEL_BLOB, model))
+            for table, iteration, time_s, body in journals:
+                self._create_table(db, table, tables)
+                self._append(db, table, iteration, time_s, body)
+
+        with self._transaction(self._db, self._tables):
+            write(self._db, self._tables)
         if self.durable:
             self._db.execute("PRAGMA busy_timeout = 0")  # waiting does not end a reader's transaction
             try:
@@ -587,14 +597,50 @@ class KnowledgeStore:
                     "snapshot holds them)",
                 )
             self._checkpoint_busy = bool(busy)
-            self._snapshot()
+            self._mirrored(write)
         knowledge.new_recoveries.clear()
         for extension in knowledge.extensions.values():
             extension.new_records.clear()
 
+    def _mirrored(self, write: Callable[[sqlite3.Connection, set[str]], None]) -> None:
+        """Bring the snapshot (the fallback for a damaged or lost store) to the iteration just saved.
+
+        Copying the whole store every iteration wrote its size again each time (~6 MB a minute once
+        `decision_history` fills), so the snapshot is copied once, then the same writes go into it in a
+        transaction of its own: a few pages an iteration. It keeps a rollback journal (no `-wal`: the file
+        holds all it has committed, as a copy must); a journal left by a crash is rolled back at the next
+        start (`_settle`). Any failure in it (an outside reader's lock, a full disk) falls back to a copy.
+        """
+        if self._mirror is not None:
+            try:
+                with self._transaction(self._mirror, self._mirror_tables):
+                    write(self._mirror, self._mirror_tables)
+                return
+            except sqlite3.Error as error:
+                self.log.info(
+                    "knowledge-snapshot-copied", path=self.path, reason=f"{type(error).__name__}: {error}"
+                )
+                self._close_mirror()
+        self._snapshot()
+        mirror = sqlite3.connect(
+            f"{self.path}.snapshot", timeout=0, isolation_level=None, check_same_thread=False
+        )
+        try:
+            mirror.execute("PRAGMA journal_mode=DELETE")
+            mirror.execute("PRAGMA synchronous=FULL")
+        except sqlite3.Error:
+            mirror.close()  # the copy stands; the next save copies again
+            return
+        self._mirror, self._mirror_tables = mirror, set()
+
+    def _close_mirror(self) -> None:
+        if self._mirror is not None:
+            self._mirror.close()
+            self._mirror = None
+
     def _snapshot(self) -> None:
-        """A copy of the store beside it (the fallback for a damaged or lost one), renamed into place:
-        SQLite's backup copies what was committed, even what a busy checkpoint left in the `-wal`."""
+        """A copy of the store beside it, renamed into place: SQLite's backup copies what was committed,
+        even what a busy checkpoint left in the `-wal`."""
         temporary = Path(f"{self.path}.snapshot.tmp")
         temporary.unlink(missing_ok=True)
         target = sqlite3.connect(temporary)
@@ -620,11 +666,12 @@ class KnowledgeStore:
     def records(self, extension: str) -> list[dict]:
         """The stored records of an analysis extension (`ExtensionState.new_records`; the last
         `decision_history`), oldest first."""
-        self._create_table(self._db, _journal(extension))
+        self._create_table(self._db, _journal(extension), self._tables)
         rows = self._db.execute(f"SELECT body FROM {_journal(extension)} ORDER BY id").fetchall()
         return [json.loads(body) for (body,) in rows]
 
     def close(self) -> None:
+        self._close_mirror()
         self._db.close()
         self._release()
 
@@ -633,11 +680,13 @@ class KnowledgeStore:
             self._lock_file.close()  # releases the lock
             self._lock_file = None
 
-    def _create_table(self, db: sqlite3.Connection, table: str) -> None:
+    def _create_table(self, db: sqlite3.Connection, table: str, tables: set[str]) -> None:
         """Create one of the store's tables where it is missing. A table of that name with other columns
         (edited by hand, written by another program) is renamed aside and said: left in place, every save
         would fail on it from then on, the knowledge of the iterations after it lost."""
-        if table in self._tables:  # once per connection, not at every save that appends to it
+        if (
+            table in tables
+        ):  # once per connection (`tables` are its own), not at every save that appends to it
             return
         columns = _COLUMNS.get(table, _JOURNAL_COLUMNS)
         found = tuple(row[1] for row in db.execute(f"PRAGMA table_info({table})"))
@@ -652,29 +701,31 @@ class KnowledgeStore:
                 moved_to=aside,
             )
         db.execute(f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(columns)})")
-        self._tables.add(table)
+        tables.add(table)
 
-    def _append(self, table: str, iteration: int, time_s: float, body: dict) -> None:
+    def _append(self, db: sqlite3.Connection, table: str, iteration: int, time_s: float, body: dict) -> None:
         """A row of a journal (decisions, recoveries, an extension's records), the oldest beyond
         `decision_history` dropped: a sidecar runs for months, and these are the audit's, not the plan's."""
-        self._db.execute(
+        db.execute(
             f"INSERT INTO {table} (iteration, time_s, body) VALUES (?, ?, ?)",
             (iteration, time_s, json.dumps(body)),
         )
-        self._db.execute(
+        db.execute(
             f"DELETE FROM {table} WHERE id <= (SELECT MAX(id) FROM {table}) - ?", (self.decision_history,)
         )
 
+    @staticmethod
     @contextmanager
-    def _transaction(self) -> Iterator[None]:
-        self._db.execute("BEGIN IMMEDIATE")
+    def _transaction(db: sqlite3.Connection, tables: set[str]) -> Iterator[None]:
+        db.execute("BEGIN IMMEDIATE")
         try:
             yield
         except BaseException:
-            self._db.execute("ROLLBACK")
-            self._tables.clear()  # a table created in it is gone with it
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            tables.clear()  # a table created in it is gone with it
             raise
-        self._db.execute("COMMIT")
+        db.execute("COMMIT")
 
 
 _JOURNAL_COLUMNS = (
@@ -712,7 +763,16 @@ def _journal(extension: str) -> str:
 
 def _store_files(path: str) -> list[Path]:
     """The store's files, snapshot included (what a fresh start deletes)."""
-    suffixes = ("", "-wal", "-shm", "-journal", ".snapshot", ".snapshot-wal", ".snapshot-shm")
+    suffixes = (
+        "",
+        "-wal",
+        "-shm",
+        "-journal",
+        ".snapshot",
+        ".snapshot-wal",
+        ".snapshot-shm",
+        ".snapshot-journal",
+    )
     return [Path(path + suffix) for suffix in suffixes]
 
 
@@ -823,6 +883,21 @@ def _lock(lock_path: Path, store: str):
     handle.write(str(os.getpid()))
     handle.flush()
     return handle
+
+
+def _settle(snapshot: Path) -> None:
+    """Roll back what a daemon killed while writing into its snapshot left (a hot `-journal`): the
+    immutable reads below would take the half-written file as it is."""
+    if not Path(f"{snapshot}-journal").exists() or not snapshot.is_file():
+        return
+    try:
+        db = sqlite3.connect(snapshot, timeout=BUSY_TIMEOUT_MS / 1000)
+        try:
+            db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()  # a read rolls a hot journal back
+        finally:
+            db.close()
+    except sqlite3.Error:
+        pass  # a damaged snapshot fails `_sound` below and is not used
 
 
 def _sound(path: Path) -> bool:

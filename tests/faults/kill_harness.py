@@ -5,7 +5,7 @@ daemon once, then forks one daemon after another (`foresail run` on the twin, fl
 same knowledge store, and SIGKILLs each at a seeded random moment. The fork spares every child the
 import time, so a hundred kills take about a minute. After each kill it opens the store as a restarted
 daemon would and checks that nothing was lost: every iteration the daemon logged (it logs after saving)
-is in the store (optionally after deleting the `-wal` file, as a careless operator might): the store is sound (nothing moved aside), the iteration
+is in the store (optionally after deleting the `-wal` file, as a careless operator might): the store is sound (nothing moved aside), its snapshot sound and at most one iteration behind (a kill between the two commits), the iteration
 count never went back, the saved state is one iteration's (the newest decision belongs to the saved
 iteration, the twin's saved time is the loop's), and what was learned is still there. Prints one JSON
 summary line.
@@ -42,7 +42,7 @@ def _child(config: Path, knowledge: Path, audit: Path) -> None:
 def _inspect(knowledge: Path) -> dict:
     """What a restarted daemon finds: whether the file was sound, then the store as it loads it (a damaged
     one is moved aside and replaced by its snapshot, as at a daemon's start)."""
-    from mape.knowledge import KnowledgeStore, _sound
+    from mape.knowledge import KnowledgeStore, _iteration, _sound
 
     sound = _sound(knowledge)
     store = KnowledgeStore(knowledge)
@@ -51,6 +51,8 @@ def _inspect(knowledge: Path) -> dict:
         db = store._db
         state = {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM state")}
         newest = db.execute("SELECT MAX(iteration) FROM decisions").fetchone()[0]
+        snapshot = Path(f"{knowledge}.snapshot")
+        snapshot_iteration = _iteration(snapshot) if snapshot.exists() and _sound(snapshot) else None
     finally:
         store.close()
     loop = state.get("loop", {})
@@ -58,6 +60,7 @@ def _inspect(knowledge: Path) -> dict:
     return {
         "sound": sound,
         "iteration": loaded.iteration,
+        "snapshot_iteration": snapshot_iteration,
         "last_time_s": loop.get("last_time_s"),
         "newest_decision_iteration": newest,
         "twin_t": twin.get("t"),
@@ -118,6 +121,13 @@ def run(kills: int, seed: int, directory: Path, max_delay_s: float, delete_wal_e
         if found["iteration"] and found["newest_decision_iteration"] != found["iteration"]:
             problems.append(
                 f"{where}: decision of {found['newest_decision_iteration']}, state of {found['iteration']}"
+            )
+        if found["iteration"] and found["snapshot_iteration"] not in (
+            found["iteration"],
+            found["iteration"] - 1,
+        ):
+            problems.append(
+                f"{where}: snapshot of {found['snapshot_iteration']}, store of {found['iteration']}"
             )
         if found["iteration"] and found["twin_t"] != found["last_time_s"]:
             problems.append(f"{where}: twin saved at {found['twin_t']} s, loop at {found['last_time_s']} s")

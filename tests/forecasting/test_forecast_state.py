@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import lzma
+import pickle
 
 import numpy as np
 import pytest
@@ -52,6 +54,20 @@ def test_restored_forecaster_gives_the_identical_next_forecasts_with_a_real_arim
     assert expected.model.startswith("arima")
 
 
+def test_the_saved_model_is_compressed_and_a_bare_pickle_of_an_older_store_still_loads():
+    original = Driver(WorkloadForecaster(SETTINGS, executor=InlineExecutor()), workload)
+    original.step_until(lambda f: f.model.startswith("arima"))
+    state = original.forecaster.state_dict()
+    bare = pickle.dumps(original.forecaster._model)
+    assert len(state["model"]) < len(bare) / 3, "the Kalman filter's arrays compress well"
+    for blob in (state["model"], bare):
+        restored = WorkloadForecaster.from_state(
+            {**state, "model": blob}, SETTINGS, executor=InlineExecutor()
+        )
+        assert restored._model_fingerprint == original.forecaster._model_fingerprint
+        assert pickle.dumps(restored._model) == pickle.dumps(pickle.loads(bare))  # the same model
+
+
 def test_a_fit_in_flight_when_saved_is_submitted_again_after_restore():
     executor = ManualExecutor()
     original = Driver(WorkloadForecaster(SETTINGS, executor=executor, fit=RecordingFit()), workload)
@@ -78,7 +94,7 @@ def test_a_saved_model_that_no_longer_unpickles_is_refitted_and_the_rest_kept():
     original = Driver(WorkloadForecaster(SETTINGS, executor=InlineExecutor(), fit=RecordingFit()), workload)
     original.step_until(lambda f: f.model == "persistencemodel")
     state = original.forecaster.state_dict()
-    gone = state["model"].replace(b"PersistenceModel", b"RenamedModelXyz!")
+    gone = lzma.compress(lzma.decompress(state["model"]).replace(b"PersistenceModel", b"RenamedModelXyz!"))
     fit = RecordingFit()
     restored = Driver(
         WorkloadForecaster.from_state({**state, "model": gone}, SETTINGS, InlineExecutor(), fit), workload
