@@ -349,6 +349,7 @@ class KnowledgeStore:
         self._mirror: sqlite3.Connection | None = None
         """The snapshot, open for writing each iteration's changes into it as well (see `_snapshot`)."""
         self._mirror_tables: set[str] = set()
+        self._mirror_identity: tuple[int, int] | None = None
         self.damaged: str | None = None
         """What happened to a damaged store found at the start (moved aside), for the console."""
         self.unreadable_parts: tuple[str, ...] = ()
@@ -609,8 +610,15 @@ class KnowledgeStore:
         `decision_history` fills), so the snapshot is copied once, then the same writes go into it in a
         transaction of its own: a few pages an iteration. It keeps a rollback journal (no `-wal`: the file
         holds all it has committed, as a copy must); a journal left by a crash is rolled back at the next
-        start (`_settle`). Any failure in it (an outside reader's lock, a full disk) falls back to a copy.
+        start (`_settle`). Any failure in it (an outside reader's lock, a full disk) falls back to a copy,
+        as does a snapshot deleted or replaced meanwhile (the writes would go to a file no longer there).
         """
+        snapshot = f"{self.path}.snapshot"
+        if self._mirror is not None and _identity(snapshot) != self._mirror_identity:
+            self.log.info(
+                "knowledge-snapshot-copied", path=self.path, reason="the snapshot was removed or replaced"
+            )
+            self._close_mirror()
         if self._mirror is not None:
             try:
                 with self._transaction(self._mirror, self._mirror_tables):
@@ -622,16 +630,14 @@ class KnowledgeStore:
                 )
                 self._close_mirror()
         self._snapshot()
-        mirror = sqlite3.connect(
-            f"{self.path}.snapshot", timeout=0, isolation_level=None, check_same_thread=False
-        )
+        mirror = sqlite3.connect(snapshot, timeout=0, isolation_level=None, check_same_thread=False)
         try:
             mirror.execute("PRAGMA journal_mode=DELETE")
             mirror.execute("PRAGMA synchronous=FULL")
         except sqlite3.Error:
             mirror.close()  # the copy stands; the next save copies again
             return
-        self._mirror, self._mirror_tables = mirror, set()
+        self._mirror, self._mirror_tables, self._mirror_identity = mirror, set(), _identity(snapshot)
 
     def _close_mirror(self) -> None:
         if self._mirror is not None:
@@ -883,6 +889,15 @@ def _lock(lock_path: Path, store: str):
     handle.write(str(os.getpid()))
     handle.flush()
     return handle
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """The file `path` names (device, inode), None when there is none."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
 
 
 def _settle(snapshot: Path) -> None:

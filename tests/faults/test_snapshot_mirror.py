@@ -88,6 +88,20 @@ def test_an_outside_reader_of_the_snapshot_costs_a_copy_not_an_iteration(tmp_pat
     assert _content(Path(f"{path}.snapshot")) == _content(path)
 
 
+def test_a_snapshot_deleted_while_the_daemon_runs_is_written_again_at_the_next_save(tmp_path):
+    path = tmp_path / "k.sqlite"
+    snapshot = Path(f"{path}.snapshot")
+    store = _save_iterations(path, 2)
+    snapshot.unlink()  # an operator tidying up
+    with capture_logs() as logs:
+        _save_iterations(path, 3, store)
+    store.close()
+    assert _iteration(snapshot) == 3 and _content(snapshot) == _content(path)
+    assert [e["reason"] for e in logs if e["event"] == "knowledge-snapshot-copied"] == [
+        "the snapshot was removed or replaced"
+    ]
+
+
 def test_journal_rows_reach_the_snapshot_in_the_same_iteration(tmp_path):
     path = tmp_path / "k.sqlite"
     store = _save_iterations(path, 1)
