@@ -349,7 +349,6 @@ class KnowledgeStore:
         self._mirror: sqlite3.Connection | None = None
         """The snapshot, open for writing each iteration's changes into it as well (see `_snapshot`)."""
         self._mirror_tables: set[str] = set()
-        self._mirror_identity: tuple[int, int] | None = None
         self.damaged: str | None = None
         """What happened to a damaged store found at the start (moved aside), for the console."""
         self.unreadable_parts: tuple[str, ...] = ()
@@ -582,26 +581,34 @@ class KnowledgeStore:
                 self._create_table(db, table, tables)
                 self._append(db, table, iteration, time_s, body)
 
-        with self._transaction(self._db, self._tables):
-            write(self._db, self._tables)
-        if self.durable:
-            self._db.execute("PRAGMA busy_timeout = 0")  # waiting does not end a reader's transaction
-            try:
-                busy = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-            finally:
-                self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            if busy and not self._checkpoint_busy:
-                self.log.warning(
-                    "knowledge-store-checkpoint-busy",
-                    path=self.path,
-                    reason="another process reads the store: the last iterations stay in its -wal (the "
-                    "snapshot holds them)",
-                )
-            self._checkpoint_busy = bool(busy)
-            self._mirrored(write)
+        try:
+            with self._transaction(self._db, self._tables):
+                write(self._db, self._tables)
+            if self.durable:
+                self._checkpoint()
+                self._mirrored(write)
+        except BaseException:
+            self._close_mirror()  # the snapshot may lack this iteration: the next save copies it whole
+            raise
         knowledge.new_recoveries.clear()
         for extension in knowledge.extensions.values():
             extension.new_records.clear()
+
+    def _checkpoint(self) -> None:
+        """Move the committed iteration from the `-wal` into the store's file, unless a reader holds it."""
+        self._db.execute("PRAGMA busy_timeout = 0")  # waiting does not end a reader's transaction
+        try:
+            busy = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        finally:
+            self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if busy and not self._checkpoint_busy:
+            self.log.warning(
+                "knowledge-store-checkpoint-busy",
+                path=self.path,
+                reason="another process reads the store: the last iterations stay in its -wal (the "
+                "snapshot holds them)",
+            )
+        self._checkpoint_busy = bool(busy)
 
     def _mirrored(self, write: Callable[[sqlite3.Connection, set[str]], None]) -> None:
         """Bring the snapshot (the fallback for a damaged or lost store) to the iteration just saved.
@@ -610,15 +617,11 @@ class KnowledgeStore:
         `decision_history` fills), so the snapshot is copied once, then the same writes go into it in a
         transaction of its own: a few pages an iteration. It keeps a rollback journal (no `-wal`: the file
         holds all it has committed, as a copy must); a journal left by a crash is rolled back at the next
-        start (`_settle`). Any failure in it (an outside reader's lock, a full disk) falls back to a copy,
-        as does a snapshot deleted or replaced meanwhile (the writes would go to a file no longer there).
+        start (`_settle`). Any failure in it (an outside reader's lock, a full disk, the snapshot deleted
+        or replaced: SQLite refuses to write a file no longer at its path) falls back to a copy, and so
+        does the save after one that failed once the store had committed (`save`).
         """
         snapshot = f"{self.path}.snapshot"
-        if self._mirror is not None and _identity(snapshot) != self._mirror_identity:
-            self.log.info(
-                "knowledge-snapshot-copied", path=self.path, reason="the snapshot was removed or replaced"
-            )
-            self._close_mirror()
         if self._mirror is not None:
             try:
                 with self._transaction(self._mirror, self._mirror_tables):
@@ -637,7 +640,7 @@ class KnowledgeStore:
         except sqlite3.Error:
             mirror.close()  # the copy stands; the next save copies again
             return
-        self._mirror, self._mirror_tables, self._mirror_identity = mirror, set(), _identity(snapshot)
+        self._mirror, self._mirror_tables = mirror, set()
 
     def _close_mirror(self) -> None:
         if self._mirror is not None:
@@ -672,6 +675,8 @@ class KnowledgeStore:
     def records(self, extension: str) -> list[dict]:
         """The stored records of an analysis extension (`ExtensionState.new_records`; the last
         `decision_history`), oldest first."""
+        if _journal(extension) not in self._tables:
+            self._close_mirror()  # a table created or moved aside here: the next save copies the store whole
         self._create_table(self._db, _journal(extension), self._tables)
         rows = self._db.execute(f"SELECT body FROM {_journal(extension)} ORDER BY id").fetchall()
         return [json.loads(body) for (body,) in rows]
@@ -688,8 +693,9 @@ class KnowledgeStore:
 
     def _create_table(self, db: sqlite3.Connection, table: str, tables: set[str]) -> None:
         """Create one of the store's tables where it is missing. A table of that name with other columns
-        (edited by hand, written by another program) is renamed aside and said: left in place, every save
-        would fail on it from then on, the knowledge of the iterations after it lost."""
+        (edited by hand, written by another program) is renamed aside and said (once: the snapshot, a copy
+        of the store, follows quietly): left in place, every save would fail on it from then on, the
+        knowledge of the iterations after it lost."""
         if (
             table in tables
         ):  # once per connection (`tables` are its own), not at every save that appends to it
@@ -699,13 +705,14 @@ class KnowledgeStore:
         if found and found != tuple(column.split()[0] for column in columns):
             aside = _free_table_name(db, f"{table}_unreadable")
             db.execute(f"ALTER TABLE {table} RENAME TO {aside}")
-            self.log.error(
-                "knowledge-store-table-moved-aside",
-                path=self.path,
-                table=table,
-                columns=list(found),
-                moved_to=aside,
-            )
+            if db is not self._mirror:
+                self.log.error(
+                    "knowledge-store-table-moved-aside",
+                    path=self.path,
+                    table=table,
+                    columns=list(found),
+                    moved_to=aside,
+                )
         db.execute(f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(columns)})")
         tables.add(table)
 
@@ -891,18 +898,10 @@ def _lock(lock_path: Path, store: str):
     return handle
 
 
-def _identity(path: str) -> tuple[int, int] | None:
-    """The file `path` names (device, inode), None when there is none."""
-    try:
-        stat = os.stat(path)
-    except OSError:
-        return None
-    return stat.st_dev, stat.st_ino
-
-
 def _settle(snapshot: Path) -> None:
     """Roll back what a daemon killed while writing into its snapshot left (a hot `-journal`): the
-    immutable reads below would take the half-written file as it is."""
+    immutable reads below would take the half-written file as it is. A damaged snapshot is left to fail
+    `_sound`; one that cannot be rolled back for another reason (it cannot be written) stops the start."""
     if not Path(f"{snapshot}-journal").exists() or not snapshot.is_file():
         return
     try:
@@ -911,8 +910,12 @@ def _settle(snapshot: Path) -> None:
             db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()  # a read rolls a hot journal back
         finally:
             db.close()
-    except sqlite3.Error:
-        pass  # a damaged snapshot fails `_sound` below and is not used
+    except sqlite3.DatabaseError as error:
+        if not _damaged(error):
+            raise StoreUnusable(
+                f"knowledge store snapshot {snapshot} holds a write a crash cut short, which cannot be rolled "
+                f"back ({error}); fix the cause (e.g. the folder's permissions) and start again"
+            ) from None
 
 
 def _sound(path: Path) -> bool:

@@ -9,10 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from structlog.testing import capture_logs
 
 from mape.knowledge import KnowledgeStore, _iteration
-from messages.types import CompletedRescale
+from messages.types import CompletedRescale, Decision
 from recovery.tracker import ObservedRecovery
 from tests.faults.test_knowledge_store import READER, _load, _save_iterations
 
@@ -26,13 +27,25 @@ def _content(path: Path) -> dict[str, list[tuple]]:
         db.close()
 
 
-def test_the_snapshot_holds_what_the_store_holds_and_is_written_in_place(tmp_path):
+def _copies(monkeypatch) -> list[int]:
+    """Counts the snapshot's whole copies."""
+    copies: list[int] = []
+    copy = KnowledgeStore._snapshot
+
+    def counted(store: KnowledgeStore) -> None:
+        copies.append(1)
+        copy(store)
+
+    monkeypatch.setattr(KnowledgeStore, "_snapshot", counted)
+    return copies
+
+
+def test_the_snapshot_holds_what_the_store_holds_and_is_written_in_place(tmp_path, monkeypatch):
     path = tmp_path / "k.sqlite"
     snapshot = Path(f"{path}.snapshot")
-    store = _save_iterations(path, 1, KnowledgeStore(path, decision_history=3))
-    first = snapshot.stat().st_ino
-    store = _save_iterations(path, 8, store)  # past the decision history: old rows are deleted in both
-    assert snapshot.stat().st_ino == first, "copied whole again instead of written into"
+    copies = _copies(monkeypatch)
+    store = _save_iterations(path, 8, KnowledgeStore(path, decision_history=3))  # old rows deleted in both
+    assert len(copies) == 1, "copied whole at the first save only, then written into"
     store.close()
     stored = _content(path)
     assert [row[1] for row in stored["decisions"]] == [6, 7, 8]
@@ -40,12 +53,43 @@ def test_the_snapshot_holds_what_the_store_holds_and_is_written_in_place(tmp_pat
     assert not Path(f"{snapshot}-journal").exists()
 
 
-def test_a_daemon_killed_while_writing_its_snapshot_resumes_from_the_last_whole_iteration(tmp_path, fault):
+def test_a_daemon_killed_in_the_middle_of_its_snapshot_write_resumes_from_a_whole_iteration(tmp_path, fault):
+    """Killed after the iteration's state went into the snapshot, before its decision did."""
+    path = tmp_path / "k.sqlite"
+    pid = os.fork()
+    if pid == 0:
+        try:
+            store = _save_iterations(path, 4)
+            append = KnowledgeStore._append
+
+            def killed_at_the_snapshot(self, db, *rest):
+                if db is self._mirror:
+                    os._exit(0)
+                append(self, db, *rest)
+
+            KnowledgeStore._append = killed_at_the_snapshot
+            _save_iterations(path, 5, store)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    for end in ("", "-wal", "-shm"):  # and the store is lost as well
+        Path(f"{path}{end}").unlink(missing_ok=True)
+    store = KnowledgeStore(path)
+    knowledge = store.load()
+    newest = store._db.execute("SELECT MAX(iteration) FROM decisions").fetchone()[0]
+    store.close()
+    fault(
+        "knowledge store", "resumed" if knowledge.iteration == newest == 4 else "lost", "killed mid-snapshot"
+    )
+    assert knowledge.iteration == newest == 4
+
+
+def test_a_half_written_snapshot_a_kill_left_is_rolled_back_at_the_start(tmp_path, fault):
     path = tmp_path / "k.sqlite"
     snapshot = Path(f"{path}.snapshot")
     _save_iterations(path, 4).close()
     pid = os.fork()
-    if pid == 0:  # the daemon's write into the snapshot, killed before its commit
+    if pid == 0:  # a write into the snapshot whose pages reached the file, killed before its commit
         try:
             db = sqlite3.connect(snapshot, isolation_level=None)
             db.execute("PRAGMA cache_size = 1")  # its pages reach the file before the commit
@@ -97,9 +141,44 @@ def test_a_snapshot_deleted_while_the_daemon_runs_is_written_again_at_the_next_s
         _save_iterations(path, 3, store)
     store.close()
     assert _iteration(snapshot) == 3 and _content(snapshot) == _content(path)
-    assert [e["reason"] for e in logs if e["event"] == "knowledge-snapshot-copied"] == [
-        "the snapshot was removed or replaced"
-    ]
+    assert len([e for e in logs if e["event"] == "knowledge-snapshot-copied"]) == 1
+
+
+def test_a_save_that_failed_after_the_store_committed_is_made_good_in_the_snapshot(tmp_path, monkeypatch):
+    """The store holds the iteration, the snapshot not (the loop goes on after a failed save)."""
+    path = tmp_path / "k.sqlite"
+    store = _save_iterations(path, 2)
+    mirrored = KnowledgeStore._mirrored
+    failures = [OSError(28, "No space left on device")]
+
+    def fails_once(self, write):
+        if failures:
+            raise failures.pop()
+        mirrored(self, write)
+
+    monkeypatch.setattr(KnowledgeStore, "_mirrored", fails_once)
+    knowledge = store.load()
+    knowledge.iteration += 1
+    with pytest.raises(OSError):
+        store.save(knowledge, Decision(180.0, 1, 1, "hold"))
+    knowledge.iteration += 1
+    store.save(knowledge, Decision(240.0, 1, 1, "hold"))
+    store.close()
+    assert _content(Path(f"{path}.snapshot")) == _content(path)
+
+
+def test_a_journal_table_created_outside_a_save_reaches_the_snapshot(tmp_path):
+    path = tmp_path / "k.sqlite"
+    store = _save_iterations(path, 2)
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE memory_decisions (id INTEGER PRIMARY KEY, what TEXT)")  # another program's
+    db.commit()
+    db.close()
+    assert store.records("memory") == [] and store.records("latency") == []
+    _save_iterations(path, 3, store)
+    store.close()
+    assert "memory_decisions_unreadable_1" in _content(path)
+    assert _content(Path(f"{path}.snapshot")) == _content(path)
 
 
 def test_journal_rows_reach_the_snapshot_in_the_same_iteration(tmp_path):
