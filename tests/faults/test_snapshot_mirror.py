@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from mape.knowledge import KnowledgeStore, _iteration
+from mape.knowledge import KnowledgeStore, StoreUnusable, _iteration
 from messages.types import CompletedRescale, Decision
 from recovery.tracker import ObservedRecovery
+from tests.daemon.test_lifecycle_start import read_only
 from tests.faults.test_knowledge_store import READER, _load, _save_iterations
 
 
@@ -84,12 +85,12 @@ def test_a_daemon_killed_in_the_middle_of_its_snapshot_write_resumes_from_a_whol
     assert knowledge.iteration == newest == 4
 
 
-def test_a_half_written_snapshot_a_kill_left_is_rolled_back_at_the_start(tmp_path, fault):
-    path = tmp_path / "k.sqlite"
+def _half_written_snapshot(path: Path) -> Path:
+    """A store of 4 iterations whose snapshot a kill left with pages of an uncommitted write in it."""
     snapshot = Path(f"{path}.snapshot")
     _save_iterations(path, 4).close()
     pid = os.fork()
-    if pid == 0:  # a write into the snapshot whose pages reached the file, killed before its commit
+    if pid == 0:
         try:
             db = sqlite3.connect(snapshot, isolation_level=None)
             db.execute("PRAGMA cache_size = 1")  # its pages reach the file before the commit
@@ -103,10 +104,31 @@ def test_a_half_written_snapshot_a_kill_left_is_rolled_back_at_the_start(tmp_pat
     assert _iteration(snapshot) != 4, "read as it lies, the half-written snapshot is not iteration 4"
     for end in ("", "-wal", "-shm"):  # and the store is lost as well
         Path(f"{path}{end}").unlink(missing_ok=True)
+    return snapshot
+
+
+def test_a_half_written_snapshot_a_kill_left_is_rolled_back_at_the_start(tmp_path, fault):
+    path = tmp_path / "k.sqlite"
+    _half_written_snapshot(path)
     knowledge = _load(path)
     fault("knowledge store", "resumed" if knowledge.iteration == 4 else "lost", "killed writing the snapshot")
     assert knowledge.iteration == 4
     assert knowledge.downtime.observations_s("out")[-1] == 34.0
+
+
+def test_a_half_written_snapshot_that_cannot_be_rolled_back_stops_the_start_in_one_line(tmp_path, fault):
+    path = tmp_path / "k.sqlite"
+    snapshot = _half_written_snapshot(path)
+    with read_only(snapshot), pytest.raises(StoreUnusable) as refused:
+        KnowledgeStore(path)
+    message = str(refused.value)
+    fault(
+        "knowledge store",
+        "clear-error" if "cannot be rolled back" in message else "lost",
+        "snapshot unrollable",
+    )
+    assert str(snapshot) in message and "cannot be rolled back" in message and "\n" not in message
+    assert _load(path).iteration == 4  # writable again: rolled back, resumed
 
 
 def test_an_outside_reader_of_the_snapshot_costs_a_copy_not_an_iteration(tmp_path):
