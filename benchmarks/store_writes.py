@@ -24,7 +24,7 @@ from pathlib import Path
 from config.schema import Config
 from daemon.logs import configure_logging
 from daemon.simulate import simulate
-from mape.knowledge import KnowledgeStore
+from mape.knowledge_store import KnowledgeStore
 from messages.types import Decision
 
 

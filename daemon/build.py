@@ -19,7 +19,8 @@ from forecasting.types import ForecastSettings
 from mape.analyze import Analyzer
 from mape.extensions import AnalysisExtension
 from mape.interfaces import MetricsSource, ScalingTarget
-from mape.knowledge import Knowledge, KnowledgeSettings, KnowledgeStore
+from mape.knowledge import Knowledge, KnowledgeSettings
+from mape.knowledge_store import KnowledgeStore
 from mape.latency_policy import (
     LATENCY,
     LatencyKnowledge,

@@ -14,7 +14,8 @@ import numpy as np
 from config.schema import Config
 from daemon.build import knowledge_settings, loop_interval_s, make_loop, make_twin
 from forecasting.executor import InlineExecutor
-from mape.knowledge import Knowledge, KnowledgeStore
+from mape.knowledge import Knowledge
+from mape.knowledge_store import KnowledgeStore
 
 
 def cold_start(config: Config) -> dict[str, object]:

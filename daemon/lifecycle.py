@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import TextIO
 
 from config.schema import Config
-from mape.knowledge import Knowledge, KnowledgeSettings, KnowledgeStore
+from mape.knowledge import Knowledge, KnowledgeSettings
+from mape.knowledge_store import KnowledgeStore
 
 
 class CannotStart(OSError):

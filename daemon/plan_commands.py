@@ -180,7 +180,7 @@ def _plan_locked(args: argparse.Namespace, config, explorer) -> int:
     from daemon.build import knowledge_settings, memory_levels
     from daemon.lifecycle import open_store
     from daemon.plan_output import seed_knowledge, write_deployment, write_plan, write_plot
-    from mape.knowledge import StoreBusy
+    from mape.knowledge_store import StoreBusy
     from planning.estimator import EstimatorSettings
     from planning.flink_testbed import FlinkTestbedError
     from planning.plan import PlanError, make_plan

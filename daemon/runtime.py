@@ -30,7 +30,8 @@ from daemon.logs import configure_logging
 from daemon.progress import RunProgress, clock
 from daemon.schedule import ScaledClock, run_scheduled, run_virtual, stop_on_signals
 from forecasting.executor import InlineExecutor
-from mape.knowledge import Knowledge, StoreBusy
+from mape.knowledge import Knowledge
+from mape.knowledge_store import StoreBusy
 from simulator.score import mark, score_since
 
 

@@ -18,7 +18,8 @@ from config.schema import Config
 from daemon.build import TwinWorld, knowledge_settings, loop_interval_s, make_loop, make_twin, surge_watch_s
 from daemon.schedule import virtual_times
 from forecasting.executor import InlineExecutor
-from mape.knowledge import Knowledge, KnowledgeStore
+from mape.knowledge import Knowledge
+from mape.knowledge_store import KnowledgeStore
 from mape.latency_policy import LATENCY, LatencyKnowledge
 from mape.loop import MapeLoop
 from simulator.baselines import oracle_workers

@@ -17,7 +17,8 @@ import structlog
 
 from mape.analyze import Analyzer
 from mape.interfaces import MetricsSource, RateSource, ScalingTarget
-from mape.knowledge import Knowledge, KnowledgeStore
+from mape.knowledge import Knowledge
+from mape.knowledge_store import KnowledgeStore
 from mape.plan import GuardedPlan
 from mape.recent_load import expected_upper_rps, recent_rps, surging
 from mape.skew import IMBALANCE_THRESHOLD, SkewKnowledge, skew_of

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field, replace
 import structlog
 
 from capacity.model import CapacitySettings
-from mape.knowledge import Knowledge, KnowledgeStore
+from mape.knowledge import Knowledge
+from mape.knowledge_store import KnowledgeStore
 from memory.capacities import LevelCapacities
 from memory.history import MemoryHistory, OperatorDecision, stored_decisions
 from memory.levels import MemoryLevels

@@ -18,7 +18,7 @@ from config.backends import PrometheusConfig
 from config.schema import Config
 from daemon.build import knowledge_settings, make_loop
 from mape import plausibility
-from mape.knowledge import KnowledgeStore
+from mape.knowledge_store import KnowledgeStore
 from tests.backends.backfilled import backfilled_prometheus
 from tests.backends.fake_http import FakeServer, self_signed_cert
 

@@ -10,7 +10,8 @@ import pytest
 
 from backends.execution import FollowedTarget, FollowingSource, NotApplied, RescaleFollower
 from backends.vertex_rescale import RequestedRescale, RescaleRejected, VertexExecution, new_requirements
-from mape.knowledge import Knowledge, KnowledgeSettings, KnowledgeStore
+from mape.knowledge import Knowledge, KnowledgeSettings
+from mape.knowledge_store import KnowledgeStore
 from mape.loop import MapeLoop
 from messages.types import Assessment, CompletedRescale, Decision, Observation
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mape.knowledge import KnowledgeStore
+from mape.knowledge_store import KnowledgeStore
 
 
 def _start(tmp_path: Path, *args: str) -> subprocess.Popen:

@@ -11,7 +11,8 @@ import sys
 import structlog
 
 from daemon.lifecycle import load_knowledge, open_store, save_and_close
-from mape.knowledge import KnowledgeSettings, KnowledgeStore
+from mape.knowledge import KnowledgeSettings
+from mape.knowledge_store import KnowledgeStore
 from tests.conftest import REPO
 from tests.daemon.test_lifecycle_start import _saved, read_only
 

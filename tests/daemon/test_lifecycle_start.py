@@ -17,7 +17,8 @@ import pytest
 from config.schema import Config
 from daemon.lifecycle import load_knowledge, open_store
 from daemon.runtime import run_daemon
-from mape.knowledge import Knowledge, KnowledgeSettings, KnowledgeStore
+from mape.knowledge import Knowledge, KnowledgeSettings
+from mape.knowledge_store import KnowledgeStore
 from messages.types import Decision
 
 

@@ -62,7 +62,7 @@ def test_the_daemon_runs_an_hpa_baseline_at_the_hpa_sync_period(tmp_path):
     """`foresail run` with an HPA policy iterates every baselines.hpa_sync_period_s (15 s), as `simulate`."""
     from config.schema import Config
     from daemon.runtime import run_daemon
-    from mape.knowledge import KnowledgeStore
+    from mape.knowledge_store import KnowledgeStore
 
     path = tmp_path / "k.sqlite"
     config = Config.model_validate(

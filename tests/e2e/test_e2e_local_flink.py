@@ -18,7 +18,7 @@ import pytest
 
 from backends.prometheus import REQUIRED_QUERIES, PrometheusClient, probe_queries
 from config.backends import PrometheusConfig
-from mape.knowledge import KnowledgeStore
+from mape.knowledge_store import KnowledgeStore
 from tests.e2e.daemon_process import DaemonProcess, executed
 from tests.e2e.scenario import daemon_config, record_figures, rise_until_scale_out
 

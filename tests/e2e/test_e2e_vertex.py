@@ -24,7 +24,7 @@ from structlog.testing import capture_logs
 from backends.factory import scheduler_problem
 from backends.flinkrest import FlinkRest
 from backends.vertex_rescale import ReactiveModeRefused, RescaleRejected, VertexRescaler
-from mape.knowledge import KnowledgeStore
+from mape.knowledge_store import KnowledgeStore
 from tests.e2e.dag import SOURCE, STORE, DagStack, chain_stack
 from tests.e2e.scenario import daemon_config, record_figures
 from tests.e2e.stack import FlinkStack, wait_for

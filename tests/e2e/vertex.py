@@ -14,7 +14,7 @@ from backends.localflink import LocalFlinkVertexTarget
 from backends.prometheus import PrometheusMetricsSource
 from config.load import load_config
 from daemon.build import knowledge_settings, make_loop
-from mape.knowledge import KnowledgeStore
+from mape.knowledge_store import KnowledgeStore
 from mape.loop import IterationResult, MapeLoop
 from tests.e2e.dag import DAG_FLINK_CONF
 from tests.e2e.stack import FlinkStack

@@ -42,7 +42,7 @@ def _child(config: Path, knowledge: Path, audit: Path) -> None:
 def _inspect(knowledge: Path) -> dict:
     """What a restarted daemon finds: whether the file was sound, then the store as it loads it (a damaged
     one is moved aside and replaced by its snapshot, as at a daemon's start)."""
-    from mape.knowledge import KnowledgeStore, _iteration, _sound
+    from mape.knowledge_store import KnowledgeStore, _iteration, _sound
 
     sound = _sound(knowledge)
     store = KnowledgeStore(knowledge)

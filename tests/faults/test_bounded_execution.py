@@ -34,7 +34,7 @@ from backends.retry import Interrupted, RetriesExhausted, stop_waiting, with_ret
 from config.backends import KubernetesConfig
 from config.schema import Config
 from daemon.build import knowledge_settings, make_loop
-from mape.knowledge import KnowledgeStore
+from mape.knowledge_store import KnowledgeStore
 from tests.backends.fake_http import raw_server, send_headers
 from tests.backends.kube_emulator import KubeEmulator
 from tests.faults.test_plausibility import _observation, _Source

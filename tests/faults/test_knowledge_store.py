@@ -22,7 +22,8 @@ from structlog.testing import capture_logs
 
 from config.schema import Config
 from daemon.runtime import _resume_twin, run_daemon
-from mape.knowledge import Knowledge, KnowledgeSettings, KnowledgeStore, StoreBusy, StoreUnusable
+from mape.knowledge import Knowledge, KnowledgeSettings
+from mape.knowledge_store import KnowledgeStore, StoreBusy, StoreUnusable
 from messages.types import CompletedRescale, Decision
 from simulator.twin import Twin
 
@@ -259,7 +260,7 @@ def test_a_restore_the_disk_refuses_is_one_clear_error_and_keeps_the_snapshot(tm
         Path(target).write_bytes(b"")
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(target))
 
-    monkeypatch.setattr("mape.knowledge.shutil.copyfile", disk_full)
+    monkeypatch.setattr("mape.knowledge_store.shutil.copyfile", disk_full)
     with pytest.raises(StoreUnusable) as refused:
         KnowledgeStore(path)
     message = str(refused.value)
@@ -351,7 +352,7 @@ def test_a_disk_that_refuses_writes_at_the_first_open_moves_nothing_aside(tmp_pa
     opener = (
         "import resource, signal, sys\n"
         "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
-        "from mape.knowledge import KnowledgeStore, StoreUnusable\n"
+        "from mape.knowledge_store import KnowledgeStore, StoreUnusable\n"
         "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
         "try:\n"
         f"    KnowledgeStore({str(path)!r})\n"

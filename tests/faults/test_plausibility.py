@@ -13,7 +13,7 @@ from config.schema import Config
 from daemon.build import knowledge_settings, make_loop
 from daemon.health import DaemonMetrics
 from mape import plausibility
-from mape.knowledge import KnowledgeStore
+from mape.knowledge_store import KnowledgeStore
 from messages.types import Observation, WorkerSeries
 
 NOW_S = 3_600.0

@@ -19,7 +19,7 @@ from backends.prometheus import PrometheusMetricsSource
 from config.backends import PrometheusConfig
 from config.schema import Config
 from daemon.build import knowledge_settings, make_loop
-from mape.knowledge import KnowledgeStore
+from mape.knowledge_store import KnowledgeStore
 from tests.backends.backfilled import backfilled_prometheus
 from tests.backends.fake_http import FakeServer
 

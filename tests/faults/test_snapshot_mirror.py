@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from mape.knowledge import KnowledgeStore, StoreUnusable, _iteration
+from mape.knowledge_store import KnowledgeStore, StoreUnusable, _iteration
 from messages.types import CompletedRescale, Decision
 from recovery.tracker import ObservedRecovery
 from tests.daemon.test_lifecycle_start import read_only

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from capacity.model import valid_windows
-from mape.knowledge import Knowledge, KnowledgeSettings, KnowledgeStore
+from mape.knowledge import Knowledge, KnowledgeSettings
+from mape.knowledge_store import KnowledgeStore
 from messages.types import Decision, WorkerSeries
 from recovery.tracker import ObservedRecovery
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mape.knowledge import Knowledge, KnowledgeSettings, KnowledgeStore
+from mape.knowledge import Knowledge, KnowledgeSettings
+from mape.knowledge_store import KnowledgeStore
 from messages.types import Decision
 
 

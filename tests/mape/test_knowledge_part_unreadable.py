@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from mape.knowledge import CORE_STATE, Knowledge, KnowledgeSettings, KnowledgeStore
+from mape.knowledge import CORE_STATE, Knowledge, KnowledgeSettings
+from mape.knowledge_store import KnowledgeStore
 from messages.types import Decision
 
 

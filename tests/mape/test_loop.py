@@ -15,7 +15,8 @@ from structlog.testing import capture_logs
 from config.schema import Config
 from daemon.build import make_loop, make_twin
 from mape.extensions import ObservingExtension
-from mape.knowledge import Knowledge, KnowledgeStore
+from mape.knowledge import Knowledge
+from mape.knowledge_store import KnowledgeStore
 from messages.types import Observation
 
 

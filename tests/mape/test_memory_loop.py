@@ -9,7 +9,7 @@ import numpy as np
 from config.schema import Config
 from daemon.build import knowledge_settings, make_loop, make_twin
 from forecasting.executor import InlineExecutor
-from mape.knowledge import KnowledgeStore
+from mape.knowledge_store import KnowledgeStore
 from memory.knowledge import memory_decisions as stored_memory_decisions
 from memory.knowledge import memory_of
 from messages.types import Observation

@@ -17,7 +17,8 @@ from config.load import parse_config
 from config.schema import Config
 from daemon.build import make_loop, make_twin, surge_watch_s
 from daemon.simulate import simulate
-from mape.knowledge import Knowledge, KnowledgeStore
+from mape.knowledge import Knowledge
+from mape.knowledge_store import KnowledgeStore
 from mape.recent_load import expected_upper_rps, observed_recent_rps, recent_rps, surging
 from messages.types import RECENT_S, Observation
 

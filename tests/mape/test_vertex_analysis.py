@@ -13,7 +13,7 @@ from capacity.cores import CoreModel
 from capacity.dag import DagModel, DagSettings
 from config.schema import Config
 from daemon.build import knowledge_settings, make_loop
-from mape.knowledge import KnowledgeStore
+from mape.knowledge_store import KnowledgeStore
 from mape.vertex_analysis import analyse_vertices
 from messages.types import JobEdge, JobGraph, JobVertex, Observation, SubtaskSeries
 from simulator.metrics import TwinMetricsSource, TwinScalingTarget

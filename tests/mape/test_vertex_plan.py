@@ -12,7 +12,8 @@ import pytest
 
 from config.schema import Config
 from daemon.build import knowledge_settings, make_loop, make_twin
-from mape.knowledge import Knowledge, KnowledgeStore
+from mape.knowledge import Knowledge
+from mape.knowledge_store import KnowledgeStore
 from mape.plan import GuardedPlan
 from mape.vertex_knowledge import VERTEX, VertexKnowledge
 from mape.vertex_plan import (

@@ -24,7 +24,7 @@ import planning.flink_testbed as flink_testbed
 from backends.localflink import LocalFlinkCluster
 from daemon.cli import main
 from daemon.plan_commands import STOP_SIGNALS, _stop_on_signals, _Stopped
-from mape.knowledge import KnowledgeStore
+from mape.knowledge_store import KnowledgeStore
 from planning.flink_testbed import FlinkTestbedError, FlinkTestbedSettings, LocalFlinkTestbed
 
 REPO = Path(__file__).resolve().parents[2]

@@ -75,7 +75,7 @@ def test_a_plan_that_could_not_be_written_or_run_is_one_line_before_any_measurem
 
 def test_a_store_another_daemon_holds_is_one_line_before_any_measurement(capsys, tmp_path, monkeypatch):
     """It was a StoreBusy traceback after all the runs, with the plan written and the store not seeded."""
-    from mape.knowledge import KnowledgeStore
+    from mape.knowledge_store import KnowledgeStore
 
     monkeypatch.chdir(tmp_path)
     held = KnowledgeStore(tmp_path / "plan" / "knowledge.db")

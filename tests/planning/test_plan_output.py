@@ -11,7 +11,8 @@ from capacity.cores import CoreModel
 from capacity.model import CapacityModel
 from config.schema import Config
 from daemon.cli import main
-from mape.knowledge import KnowledgeSettings, KnowledgeStore
+from mape.knowledge import KnowledgeSettings
+from mape.knowledge_store import KnowledgeStore
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,8 @@ import structlog
 
 from config.schema import Config
 from daemon.build import knowledge_settings, make_loop, make_plan
-from mape.knowledge import Knowledge, KnowledgeStore
+from mape.knowledge import Knowledge
+from mape.knowledge_store import KnowledgeStore
 from messages.types import Assessment
 from simulator.baselines import Ds2Policy, FlinkOperatorPolicy, HpaPolicy, oracle_workers
 from simulator.baselines.ds2 import true_rates_rps
