@@ -56,8 +56,8 @@ REJECTED_RETRY_S = 3600.0
 changes: a version still being copied in, or an unreadable file share, fails only for a while."""
 MODEL_COMPRESSION_PRESET = 1
 """xz preset of the saved model: a fitted ARIMA pickles to ~1.8 MB, mostly the Kalman filter's repetitive
-arrays; preset 1 keeps ~130 KB of it in ~35 ms (zlib: ~380 KB), and the store writes it three times an
-iteration (its write-ahead log, the file, the snapshot)."""
+arrays; preset 1 keeps ~110-130 KB of it in ~35 ms (zlib: ~380 KB), and the store writes it four times an
+iteration (its write-ahead log and file, the snapshot's journal and file)."""
 XZ_MAGIC = b"\xfd7zXZ\x00"
 RATE_CAP_FACTOR = 10.0
 """No forecast above this many times the largest bucket the retained history (at least max_history_s)
@@ -569,7 +569,7 @@ class WorkloadForecaster:
         return {
             "version": STATE_VERSION,
             "grid": self._grid.state_dict(),
-            "model": None if self._model is None else packed_model(self._model),
+            "model": None if self._model is None else _packed_model(self._model),
             "fed_until": self._fed_until,
             "iteration": self._iteration,
             "next_fit_iteration": self._next_fit_iteration,
@@ -609,7 +609,7 @@ class WorkloadForecaster:
                 _emit("warning", "forecast_judgement_not_restored", error=repr(again)[:300])
             return forecaster
         try:  # a model pickled by another version of a library may no longer load: refit, keep the rest
-            model = None if state["model"] is None else unpacked_model(state["model"])
+            model = None if state["model"] is None else _unpacked_model(state["model"])
             if model is not None and not isinstance(model, FittedModel):
                 raise TypeError(f"a {type(model).__name__}, not a model")
         except Exception as exc:
@@ -646,13 +646,13 @@ class WorkloadForecaster:
         return self._last_forecast
 
 
-def packed_model(model: FittedModel) -> bytes:
+def _packed_model(model: FittedModel) -> bytes:
     """The model as the knowledge store keeps it: pickled, then xz-compressed."""
     return lzma.compress(
         pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL), preset=MODEL_COMPRESSION_PRESET
     )
 
 
-def unpacked_model(blob: bytes) -> object:
+def _unpacked_model(blob: bytes) -> object:
     """A saved model (trusted input only); a store written before compression holds the bare pickle."""
     return pickle.loads(lzma.decompress(blob) if blob.startswith(XZ_MAGIC) else blob)

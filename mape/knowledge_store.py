@@ -366,13 +366,15 @@ class KnowledgeStore:
                 )
                 self._close_mirror()
         self._snapshot()
-        mirror = sqlite3.connect(snapshot, timeout=0, isolation_level=None, check_same_thread=False)
+        mirror = None
         try:
+            mirror = sqlite3.connect(snapshot, timeout=0, isolation_level=None, check_same_thread=False)
             mirror.execute("PRAGMA journal_mode=DELETE")
             mirror.execute("PRAGMA synchronous=FULL")
         except sqlite3.Error:
-            mirror.close()  # the copy stands; the next save copies again
-            return
+            if mirror is not None:
+                mirror.close()
+            return  # the copy stands; the next save copies again
         self._mirror, self._mirror_tables = mirror, set()
 
     def _close_mirror(self) -> None:

@@ -5,10 +5,11 @@ daemon once, then forks one daemon after another (`foresail run` on the twin, fl
 same knowledge store, and SIGKILLs each at a seeded random moment. The fork spares every child the
 import time, so a hundred kills take about a minute. After each kill it opens the store as a restarted
 daemon would and checks that nothing was lost: every iteration the daemon logged (it logs after saving)
-is in the store (optionally after deleting the `-wal` file, as a careless operator might): the store is sound (nothing moved aside), its snapshot sound and at most one iteration behind (a kill between the two commits), the iteration
-count never went back, the saved state is one iteration's (the newest decision belongs to the saved
-iteration, the twin's saved time is the loop's), and what was learned is still there. Prints one JSON
-summary line.
+is in the store (optionally after deleting the `-wal` file, as a careless operator might): the store is
+sound (nothing moved aside), the iteration count never went back, the saved state is one iteration's (the
+newest decision belongs to the saved iteration, the twin's saved time is the loop's), and what was
+learned is still there; its snapshot is sound, one iteration's too, and at most one iteration behind (a
+kill between the two commits). Prints one JSON summary line.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def _child(config: Path, knowledge: Path, audit: Path) -> None:
 def _inspect(knowledge: Path) -> dict:
     """What a restarted daemon finds: whether the file was sound, then the store as it loads it (a damaged
     one is moved aside and replaced by its snapshot, as at a daemon's start)."""
-    from mape.knowledge_store import KnowledgeStore, _iteration, _sound
+    from mape.knowledge_store import KnowledgeStore, _iteration, _read_only, _sound
 
     sound = _sound(knowledge)
     store = KnowledgeStore(knowledge)
@@ -52,7 +53,11 @@ def _inspect(knowledge: Path) -> dict:
         state = {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM state")}
         newest = db.execute("SELECT MAX(iteration) FROM decisions").fetchone()[0]
         snapshot = Path(f"{knowledge}.snapshot")
-        snapshot_iteration = _iteration(snapshot) if snapshot.exists() and _sound(snapshot) else None
+        snapshot_iteration = snapshot_decision = None
+        if snapshot.exists() and _sound(snapshot):
+            snapshot_iteration, copy = _iteration(snapshot), _read_only(snapshot)
+            snapshot_decision = copy.execute("SELECT MAX(iteration) FROM decisions").fetchone()[0]
+            copy.close()
     finally:
         store.close()
     loop = state.get("loop", {})
@@ -61,6 +66,7 @@ def _inspect(knowledge: Path) -> dict:
         "sound": sound,
         "iteration": loaded.iteration,
         "snapshot_iteration": snapshot_iteration,
+        "snapshot_decision_iteration": snapshot_decision,
         "last_time_s": loop.get("last_time_s"),
         "newest_decision_iteration": newest,
         "twin_t": twin.get("t"),
@@ -128,6 +134,14 @@ def run(kills: int, seed: int, directory: Path, max_delay_s: float, delete_wal_e
         ):
             problems.append(
                 f"{where}: snapshot of {found['snapshot_iteration']}, store of {found['iteration']}"
+            )
+        if (
+            found["snapshot_iteration"]
+            and found["snapshot_decision_iteration"] != found["snapshot_iteration"]
+        ):
+            problems.append(
+                f"{where}: snapshot's decision of {found['snapshot_decision_iteration']}, "
+                f"its state of {found['snapshot_iteration']}"
             )
         if found["iteration"] and found["twin_t"] != found["last_time_s"]:
             problems.append(f"{where}: twin saved at {found['twin_t']} s, loop at {found['last_time_s']} s")
