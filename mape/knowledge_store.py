@@ -71,6 +71,8 @@ class KnowledgeStore:
         """`fresh` deletes the store's files (snapshot included) once this daemon holds the lock, never
         while another one does."""
         self.path = str(path)
+        self.snapshot_path = Path(f"{self.path}.snapshot")
+        """The copy beside the store that a damaged or lost store resumes from (`_mirrored`)."""
         self.decision_history = decision_history
         self.log = log or structlog.get_logger("foresail.knowledge")
         self.attachments: dict[str, Callable[[], dict[str, Any]]] = {}
@@ -80,7 +82,7 @@ class KnowledgeStore:
         self._tables: set[str] = set()
         """Tables checked and created on this connection (`_create_table`)."""
         self._mirror: sqlite3.Connection | None = None
-        """The snapshot, open for writing each iteration's changes into it as well (see `_snapshot`)."""
+        """The snapshot, open for writing each iteration's changes into it as well (see `_mirrored`)."""
         self._mirror_tables: set[str] = set()
         self.damaged: str | None = None
         """What happened to a damaged store found at the start (moved aside), for the console."""
@@ -100,7 +102,7 @@ class KnowledgeStore:
                     if not file.is_symlink():  # a link to the store stays: the store it names is deleted
                         file.unlink(missing_ok=True)
             elif self.durable:
-                _settle(Path(f"{self.path}.snapshot"))
+                _settle(self.snapshot_path)
                 self._resume_if_behind()
             self._db = self._open()
         except BaseException:
@@ -151,7 +153,7 @@ class KnowledgeStore:
             raise sqlite3.DatabaseError(reason)
         self._close_mirror()
         aside = self._move_aside()
-        snapshot = Path(f"{self.path}.snapshot")
+        snapshot = self.snapshot_path
         restored = snapshot.is_file() and _sound(snapshot)
         if restored:
             self._restore(snapshot)
@@ -194,7 +196,7 @@ class KnowledgeStore:
     def _resume_if_behind(self) -> None:
         """Resume from a sound snapshot when the store is missing, or holds fewer iterations than it (its
         `-wal` lost while an outside reader had kept the checkpoint from completing): not overwrite it."""
-        snapshot = Path(f"{self.path}.snapshot")
+        snapshot = self.snapshot_path
         if not snapshot.is_file():
             return
         missing = not Path(self.path).exists()
@@ -244,14 +246,14 @@ class KnowledgeStore:
             return self._load(self._db, settings)
         except Exception as again:  # the snapshot is unreadable too: start from nothing
             self._db.close()
-            Path(f"{self.path}.snapshot").unlink(missing_ok=True)
+            self.snapshot_path.unlink(missing_ok=True)
             self._replace_damaged(f"snapshot unreadable: {type(again).__name__}: {again}")
             self._db = self._open()
             return self._load(self._db, settings)
 
     def _snapshot_reads_whole(self, settings: KnowledgeSettings) -> bool:
         """Whether the snapshot is sound and every part of it can be read."""
-        snapshot = Path(f"{self.path}.snapshot")
+        snapshot = self.snapshot_path
         if not (snapshot.is_file() and _sound(snapshot)):
             return False
         db = _read_only(snapshot)
@@ -354,7 +356,6 @@ class KnowledgeStore:
         or replaced: SQLite refuses to write a file no longer at its path) falls back to a copy, and so
         does the save after one that failed once the store had committed (`save`).
         """
-        snapshot = f"{self.path}.snapshot"
         if self._mirror is not None:
             try:
                 with self._transaction(self._mirror, self._mirror_tables):
@@ -368,7 +369,9 @@ class KnowledgeStore:
         self._snapshot()
         mirror = None
         try:
-            mirror = sqlite3.connect(snapshot, timeout=0, isolation_level=None, check_same_thread=False)
+            mirror = sqlite3.connect(
+                self.snapshot_path, timeout=0, isolation_level=None, check_same_thread=False
+            )
             mirror.execute("PRAGMA journal_mode=DELETE")
             mirror.execute("PRAGMA synchronous=FULL")
         except sqlite3.Error:
@@ -395,7 +398,7 @@ class KnowledgeStore:
             temporary.unlink(missing_ok=True)
             raise
         target.close()
-        os.replace(temporary, f"{self.path}.snapshot")
+        os.replace(temporary, self.snapshot_path)
 
     def decisions(self) -> list[Decision]:
         """The stored decision history, oldest first."""
@@ -431,9 +434,7 @@ class KnowledgeStore:
         (edited by hand, written by another program) is renamed aside and said (once: the snapshot, a copy
         of the store, follows quietly): left in place, every save would fail on it from then on, the
         knowledge of the iterations after it lost."""
-        if (
-            table in tables
-        ):  # once per connection (`tables` are its own), not at every save that appends to it
+        if table in tables:  # checked once per connection (each has its own set), not at every save
             return
         columns = _COLUMNS.get(table, _JOURNAL_COLUMNS)
         found = tuple(row[1] for row in db.execute(f"PRAGMA table_info({table})"))
