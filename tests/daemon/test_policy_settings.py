@@ -1,4 +1,5 @@
-"""The plan's scale-in settings reach the policy the daemon builds, at either granularity."""
+"""The plan's scale-in settings and its only-if-necessary window reach the policy the daemon builds,
+at either granularity."""
 
 from __future__ import annotations
 
@@ -24,3 +25,12 @@ def test_the_scale_in_limit_and_the_rescale_budget_reach_the_plan(policy, granul
     assert (plan.max_scale_in_share, plan.max_rescales_per_h) == (0.6, 3)
     unset = _plan(chosen)
     assert (unset.max_scale_in_share, unset.max_rescales_per_h) == (None, None)
+
+
+@pytest.mark.parametrize("granularity, default_s", [("job", 1_800.0), ("vertex", 600.0)])
+def test_the_only_if_necessary_window_follows_the_granularity_unless_set(granularity, default_s):
+    """A reactive-mode rescale restarts the job, a per-vertex one pauses it ~3 s: the default window differs."""
+    chosen = {"policy": "foresail", "granularity": granularity}
+    assert _plan(chosen).necessary_window_s == default_s
+    assert _plan(chosen | {"necessary_window_s": 900}).necessary_window_s == 900.0
+    assert _plan(chosen | {"necessary_window_s": 0}).necessary_window_s == 0.0
