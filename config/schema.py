@@ -212,7 +212,7 @@ class ScalingConfig(Section):
         description="foresail plan: within this time after a rescale, keep the scale-out while it "
         "carries the average load and the forecast until the next loop (rescale only if necessary). "
         "null: by granularity, 1,800 s at job granularity (a reactive-mode rescale restarts the job and "
-        "pauses it about as long as a 30 s lag SLO: half the rescales of Daedalus's 600 s for 13–18% more "
+        "pauses it about as long as a 30 s lag SLO: half the rescales of Daedalus's 600 s for ~13% more "
         "workers, README) and Daedalus's 600 s at vertex granularity (a per-vertex rescale pauses ~3 s).",
     )
     surge_drain_s: float = Field(

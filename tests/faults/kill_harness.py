@@ -129,7 +129,7 @@ def run(kills: int, seed: int, directory: Path, max_delay_s: float, delete_wal_e
             problems.append(
                 f"{where}: decision of {found['newest_decision_iteration']}, state of {found['iteration']}"
             )
-        if logged and not logged <= (found["snapshot_iteration"] or 0) <= found["iteration"]:
+        if found["iteration"] and not logged <= (found["snapshot_iteration"] or 0) <= found["iteration"]:
             problems.append(
                 f"{where}: snapshot of {found['snapshot_iteration']}, iteration {logged} logged as done, "
                 f"store of {found['iteration']}"
