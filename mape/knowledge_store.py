@@ -153,10 +153,9 @@ class KnowledgeStore:
             raise sqlite3.DatabaseError(reason)
         self._close_mirror()
         aside = self._move_aside()
-        snapshot = self.snapshot_path
-        restored = snapshot.is_file() and _sound(snapshot)
+        restored = self._snapshot_sound()
         if restored:
-            self._restore(snapshot)
+            self._restore()
         resumed = "snapshot" if restored else "nothing: starting fresh"
         self.damaged = (
             f"knowledge store {self.path} damaged ({reason}): moved to {aside}; resumed from {resumed}"
@@ -174,13 +173,16 @@ class KnowledgeStore:
                 os.replace(self.path + suffix, aside + suffix)
         return aside
 
-    def _restore(self, snapshot: Path) -> None:
+    def _snapshot_sound(self) -> bool:
+        return self.snapshot_path.is_file() and _sound(self.snapshot_path)
+
+    def _restore(self) -> None:
         """Put the snapshot in the store's place: copied beside it, checked, renamed, so a full disk fails
         the restore (one line; the next start tries again) without leaving an empty store or losing the
         snapshot."""
         temporary = Path(f"{self.path}.restore.tmp")
         try:
-            shutil.copyfile(snapshot, temporary)
+            shutil.copyfile(self.snapshot_path, temporary)
             if not _sound(temporary):
                 raise OSError("the copy fails the integrity check")
             for suffix in ("-wal", "-shm"):  # a store's companions must not be applied to another file
@@ -189,7 +191,7 @@ class KnowledgeStore:
         except OSError as error:
             temporary.unlink(missing_ok=True)
             raise StoreUnusable(
-                f"knowledge store {self.path} cannot be restored from {snapshot} ({error.strerror or error}); "
+                f"knowledge store {self.path} cannot be restored from {self.snapshot_path} ({error.strerror or error}); "
                 "the snapshot is kept: fix the cause (e.g. free disk space) and start again"
             ) from None
 
@@ -211,7 +213,7 @@ class KnowledgeStore:
         reason = (
             "the store is missing" if missing else f"the store is behind it (moved to {self._move_aside()})"
         )
-        self._restore(snapshot)
+        self._restore()
         self.log.warning("knowledge-store-resumed-from-snapshot", path=self.path, reason=reason)
 
     @property
@@ -253,10 +255,9 @@ class KnowledgeStore:
 
     def _snapshot_reads_whole(self, settings: KnowledgeSettings) -> bool:
         """Whether the snapshot is sound and every part of it can be read."""
-        snapshot = self.snapshot_path
-        if not (snapshot.is_file() and _sound(snapshot)):
+        if not self._snapshot_sound():
             return False
-        db = _read_only(snapshot)
+        db = _read_only(self.snapshot_path)
         try:
             self._load(db, settings, strict=True).close()
         except Exception:  # whatever fails the strict read: the snapshot is no better than the store

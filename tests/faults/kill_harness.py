@@ -53,7 +53,7 @@ def _inspect(knowledge: Path) -> dict:
         db = store._db
         state = {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM state")}
         newest = db.execute("SELECT MAX(iteration) FROM decisions").fetchone()[0]
-        snapshot = Path(f"{knowledge}.snapshot")
+        snapshot = store.snapshot_path
         snapshot_iteration = snapshot_decision = None
         if snapshot.exists() and _sound(snapshot):
             snapshot_iteration, copy = _iteration(snapshot), _read_only(snapshot)
