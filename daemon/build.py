@@ -186,7 +186,8 @@ def make_policy(config: Config) -> Policy:
             switch_min_saving=m.switch_min_saving,
             release_stateless=m.release_stateless,
         )
-        return MemoryAwarePolicy(proactive, memory_levels(config), prices(config), settings)
+        lookahead_s = scaling.stabilization_s + config.loop.interval_s  # until a next decision can follow
+        return MemoryAwarePolicy(proactive, memory_levels(config), prices(config), settings, lookahead_s)
     if scaling.policy == "reactive":
         return ReactivePolicy(scaling.max_scaleout, scaling.drain_time_s, scaling.reactive_headroom)
     if is_baseline(scaling.policy):

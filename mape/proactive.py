@@ -93,8 +93,8 @@ class ProactivePolicy:
         upper = forecast_upper(a, forecast)
         current = a.current_scaleout
         average = a.workload_avg_rps
-        next_loop_max = _peak(forecast, self.loop_interval_s)
-        next_loop_upper = _peak(upper, self.loop_interval_s)
+        next_loop_max = forecast_peak(forecast, self.loop_interval_s)
+        next_loop_upper = forecast_peak(upper, self.loop_interval_s)
         horizon_max = float(forecast.max())
         horizon_upper = float(upper.max())
         load = (
@@ -134,7 +134,7 @@ class ProactivePolicy:
                     f"{scaleout}: recovery {recovery_s:.0f} s > target {self.recovery_target_s:.0f} s"
                 )
                 continue
-            until_recovered = _peak(upper, recovery_s)
+            until_recovered = forecast_peak(upper, recovery_s)
             if capacity < until_recovered:
                 skipped.append(
                     f"{scaleout}: capacity {capacity:.0f} < forecast upper bound {until_recovered:.0f} until recovered"
@@ -201,7 +201,7 @@ class ProactivePolicy:
             return None  # foreseen: the regular rules handle it
         upper = forecast_upper(a, a.forecast_rps if a.forecast_rps is not None else np.array([recent]))
         now = a.surge_load_rps
-        level = max(now, _peak(upper, self.loop_interval_s))
+        level = max(now, forecast_peak(upper, self.loop_interval_s))
         piled_up = a.backlog_records + now * (knowledge.downtime.estimate("out") + self._replay_s("out"))
         needed = level + piled_up / self.surge_drain_s
         target = next(
@@ -325,7 +325,7 @@ def forecast_upper(a: Assessment, forecast: np.ndarray) -> np.ndarray:
     return np.maximum(upper, forecast)
 
 
-def _peak(forecast: np.ndarray, seconds: float) -> float:
+def forecast_peak(forecast: np.ndarray, seconds: float) -> float:
     """Highest forecast rate over the next `seconds` (at least the next second)."""
     if not math.isfinite(seconds):
         return float(forecast.max())

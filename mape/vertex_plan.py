@@ -77,7 +77,7 @@ from capacity.dag import DagModel
 from capacity.latency import seconds_over_target_after_pause
 from mape.knowledge import Knowledge
 from mape.plan import Proposal
-from mape.proactive import forecast_upper, planned_forecast
+from mape.proactive import forecast_peak, forecast_upper, planned_forecast
 from mape.vertex_knowledge import VertexKnowledge, vertex_knowledge
 from messages.types import Assessment, JobGraph
 from recovery.predict import predict_recovery_s
@@ -474,7 +474,7 @@ class VertexPolicy:
         if not recent > running.capacity_rps or (math.isfinite(expected) and recent <= expected):
             return None
         now = a.surge_load_rps
-        level = max(now, _peak(planned_forecast(a), self.loop_interval_s))
+        level = max(now, forecast_peak(planned_forecast(a), self.loop_interval_s))
         piled_up = a.backlog_records + now * context.state.downtime.estimate("out")
         needed = level + piled_up / self.surge_drain_s
         config = sizing.configuration(needed, current, context.floors)
@@ -513,7 +513,7 @@ class VertexPolicy:
             return surge
         forecast = planned_forecast(a)
         average, horizon_max = a.workload_avg_rps, float(forecast.max())
-        next_loop = _peak(forecast, self.loop_interval_s)
+        next_loop = forecast_peak(forecast, self.loop_interval_s)
         load = (
             f"average {average:.0f} rps, forecast max {next_loop:.0f} next loop / {horizon_max:.0f} horizon"
         )
@@ -537,7 +537,7 @@ class VertexPolicy:
         running_valid = (  # Daedalus: the current scale-out needs only carry the load until recovered
             running.capacity_rps > average
             and drain_s <= self.recovery_target_s
-            and running.capacity_rps >= _peak(forecast, max(drain_s, self.loop_interval_s))
+            and running.capacity_rps >= forecast_peak(forecast, max(drain_s, self.loop_interval_s))
             and all(current.get(v, k) >= k for v, k in floors.items())
         )
         catching_up = a.backlog_records > chosen.capacity_rps * self.loop_interval_s
@@ -615,14 +615,16 @@ class VertexPolicy:
         until it recovers within the target; with a `margin`, sized so that it still carries the peak when
         it carries that share less than modelled."""
         floor_rps = floor_rps if math.isfinite(floor_rps) else 0.0
-        peak = max(_peak(forecast, lookahead_s), floor_rps) / (1.0 - margin)
+        peak = max(forecast_peak(forecast, lookahead_s), floor_rps) / (1.0 - margin)
         for step in range(RATE_STEPS + 1):
             rate = peak * (1 + RATE_STEP * step)
             config = sizing.configuration(rate, current, floors)
             grows = any(p > current.get(v, 0) for v, p in config.parallelism.items())
             downtime_s = downtime.estimate("out" if grows else "in")
             recovery_s = predict_recovery_s(config.capacity_rps, forecast, backlog, 0.0, downtime_s)
-            if recovery_s <= self.recovery_target_s and config.capacity_rps >= _peak(forecast, recovery_s):
+            if recovery_s <= self.recovery_target_s and config.capacity_rps >= forecast_peak(
+                forecast, recovery_s
+            ):
                 within = "the horizon" if math.isinf(lookahead_s) else f"the next {lookahead_s:.0f} s"
                 why = (
                     f"sized for {rate:.0f} rps (forecast peak of {within} +{RATE_STEP * step:.0%}"
@@ -730,7 +732,7 @@ def _carried(a: Assessment, loop_interval_s: float) -> float:
     forecaster's first model that bound is the fallback window's peak, which a falling load's linear
     trend, running to 0, leaves behind: on the twin's session job × tm a cold start scaled every vertex in
     to 1 subtask at 290 rps, then spent 6 minutes over the SLO behind the ramp that followed."""
-    return max(a.workload_avg_rps, _peak(forecast_upper(a, planned_forecast(a)), loop_interval_s))
+    return max(a.workload_avg_rps, forecast_peak(forecast_upper(a, planned_forecast(a)), loop_interval_s))
 
 
 def _labelled(config: VertexConfiguration, current: Mapping[str, int], down: str) -> dict[str, str]:
@@ -742,9 +744,3 @@ def _labelled(config: VertexConfiguration, current: Mapping[str, int], down: str
         elif p < current.get(vid, p):
             rules[vid] = down
     return rules
-
-
-def _peak(forecast: np.ndarray, seconds: float) -> float:
-    if not math.isfinite(seconds):
-        return float(forecast.max())
-    return float(forecast[: max(1, math.ceil(seconds))].max())

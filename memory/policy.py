@@ -41,7 +41,7 @@ import structlog
 
 from mape.knowledge import Knowledge
 from mape.plan import Proposal
-from mape.proactive import ProactivePolicy, planned_forecast
+from mape.proactive import ProactivePolicy, forecast_peak, forecast_upper, planned_forecast
 from memory.cost import Prices
 from memory.history import OperatorDecision
 from memory.knowledge import memory_of
@@ -90,11 +90,13 @@ class MemoryAwarePolicy:
         levels: MemoryLevels,
         prices: Prices,
         settings: MemorySettings | None = None,
+        level_up_lookahead_s: float = 0.0,
     ) -> None:
         self.cpu = cpu
         self.levels = levels
         self.prices = prices
         self.settings = settings or MemorySettings()
+        self.level_up_lookahead_s = level_up_lookahead_s
 
     def propose(self, assessment: Assessment, knowledge: Knowledge) -> tuple[int, str, tuple[str, ...]]:
         proposal = self.propose_configuration(assessment, knowledge)
@@ -245,18 +247,26 @@ class MemoryAwarePolicy:
         return False if comparable else None
 
     def _level_up(self, a: Assessment, level: int, rule: str, why: str) -> Proposal:
-        """One level up instead of the scale-out. When the job does not even carry the present load, it
-        gets the workers that carry it at the current level too: exploring memory must not starve it
-        (Justin only ever substituted small steps; from one worker at 50k records/s the plan jumps to 17)."""
+        """One level up instead of the scale-out. When the job does not carry the load until the next
+        decision can follow (the present load and, with `level_up_lookahead_s`, the forecast's upper bound
+        over that time), it gets the workers that carry it at the current level too: exploring memory must
+        not starve it (Justin only ever substituted small steps; from one worker at 50k records/s the plan
+        jumps to 17; on a ramp, a level-up at the same scale-out met the load it could not carry inside
+        the stabilization window that followed)."""
         managed = self.levels.managed_mb(level)
-        scaleout, average = a.current_scaleout, a.workload_avg_rps
+        scaleout, need, load = a.current_scaleout, a.workload_avg_rps, "the present"
+        ahead_s = self.level_up_lookahead_s
+        if ahead_s > 0:
+            upper = forecast_peak(forecast_upper(a, planned_forecast(a)), ahead_s)
+            if upper > need:
+                need, load = upper, f"the forecast upper bound over the next {ahead_s:.0f} s,"
         reason = f"scale up to level {level} ({managed:.0f} MB per slot) at {scaleout} workers instead of scaling out"
-        if not a.capacity(scaleout) > average:
-            carrying = [n for n, c in sorted(a.capacities_rps.items()) if n > scaleout and c > average]
+        if not a.capacity(scaleout) > need:
+            carrying = [n for n, c in sorted(a.capacities_rps.items()) if n > scaleout and c > need]
             scaleout = carrying[0] if carrying else self.cpu.max_scaleout
             reason = (
                 f"scale up to level {level} ({managed:.0f} MB per slot) with {scaleout} workers, the fewest that "
-                f"carry the present {average:.0f} rps at level {level - 1}"
+                f"carry {load} {need:.0f} rps at level {level - 1}"
             )
         return Proposal(scaleout, rule, (why, reason), managed, level)
 

@@ -216,6 +216,21 @@ def test_a_job_that_falls_behind_gets_the_workers_it_needs_with_its_scale_up():
     assert (proposal.rule, proposal.scaleout, proposal.memory_level) == ("memory-up", 6, 1)  # 6 × 8k > 45k
 
 
+def test_on_a_ramp_the_scale_up_carries_the_load_until_the_next_decision_can_follow():
+    """4 workers carry the present 35k, but the forecast passes 40k within the 240 s before a next decision
+    (stabilization + one loop): the level-up takes the workers that carry it. Without a lookahead only the
+    present load counts (the default of a policy built outside the daemon)."""
+    ramp = _assessment(hit_rate=0.4)
+    cpu = ProactivePolicy(1, 12, recovery_target_s=600.0, loop_interval_s=60.0)
+    ahead = MemoryAwarePolicy(cpu, LEVELS, Prices(), MemorySettings(), level_up_lookahead_s=240.0)
+    proposal = ahead.propose_configuration(ramp, _knowledge())
+    assert (proposal.rule, proposal.scaleout, proposal.memory_level) == ("memory-up", 5, 1)
+    assert "forecast upper bound over the next 240 s" in proposal.reasons[-1]
+    assert _policy().propose_configuration(ramp, _knowledge()).scaleout == 4
+    short = MemoryAwarePolicy(cpu, LEVELS, Prices(), MemorySettings(), level_up_lookahead_s=60.0)
+    assert short.propose_configuration(ramp, _knowledge()).scaleout == 4  # 38k in 60 s: 4 carry it
+
+
 # ---- Justin: keep going up while it helps, roll back when it did not --------------------------------
 def test_a_scale_up_that_raised_the_hit_rate_is_followed_by_another():
     knowledge = _knowledge(_scaled_up(0, 1, hit_rate=0.5))
