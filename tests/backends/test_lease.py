@@ -137,6 +137,34 @@ def test_a_renewal_seen_by_a_slow_read_is_dated_when_the_read_returned():
     assert b.try_acquire_or_renew()
 
 
+def test_a_lease_read_without_a_version_is_taken_over_and_released_with_plain_writes():
+    """An API server (or proxy) that answers without metadata or resourceVersion: the replica cannot
+    make its writes conditional, so it writes them plainly instead of failing on the missing field. A fake
+    API: kmock always sets a version."""
+    clock, patches = Clock(), []
+    holder = {"name": "a"}
+
+    class Coordination:
+        def read_namespaced_lease(self, name, namespace, _request_timeout=None):
+            spec = client.V1LeaseSpec(holder_identity=holder["name"], lease_duration_seconds=15)
+            spec.renew_time, spec.lease_transitions = 1000.0, 0
+            return client.V1Lease(metadata=None, spec=spec)
+
+        def patch_namespaced_lease(self, name, namespace, body, **kwargs):
+            patches.append(body)
+            holder["name"] = body["spec"]["holderIdentity"]
+
+    b = LeaseElector(client.ApiClient(), NS, "l", "b", 15, 5, wall=lambda: 1.8e9 + clock.now, monotonic=clock)
+    b.coordination = Coordination()
+    assert not b.try_acquire_or_renew()
+    clock.now += 16
+    assert b.try_acquire_or_renew() and b.is_leader()
+    assert patches[-1]["metadata"] == {} and patches[-1]["spec"]["leaseTransitions"] == 1
+    b.stop(release=True)
+    assert patches[-1] == {"metadata": {}, "spec": {"holderIdentity": "", "leaseDurationSeconds": 1}}
+    assert not b.is_leader()
+
+
 def test_a_lease_deleted_under_its_holder_is_recreated_after_a_lease_duration_and_kept(kube):
     """b re-created it at once while a still led; a, stopping, then blanked b's Lease for a third."""
     a_clock, b_clock = Clock(), Clock(5000.0)
