@@ -7,7 +7,8 @@ explore memory levels, and a cost comparison of "n workers at level x" options.
 2. When the CPU plan wants to scale out a stateful job, Justin's Algorithm 1 decides first, for levels
    the job has never run at (no capacity knowledge yet):
    - ``memory-up``: the last reconfiguration did not raise memory and the job shows memory pressure
-     (hit rate < Δθ or state latency > Δτ): one level up at the same scale-out, instead of scaling out;
+     (hit rate < Δθ or state latency > Δτ): one level up at the same scale-out, instead of scaling out
+     (with more workers only where the current level's do not carry the load until the next decision);
    - ``memory-up-again``: the last reconfiguration raised memory and improved the hit rate or the latency
      (by the configured margins, Justin's hysteresis) and misses remain: one more level up;
    - ``memory-rollback``: the last reconfiguration raised memory and improved neither: back to the level
