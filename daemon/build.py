@@ -145,6 +145,7 @@ def prices(config: Config) -> Prices:
 
 def make_policy(config: Config) -> Policy:
     scaling = config.scaling
+    next_decision_s = scaling.stabilization_s + config.loop.interval_s  # until a next decision can follow
     if per_vertex(config) and scaling.policy in ("foresail", "foresail-cpu-only"):
         return VertexPolicy(
             scaling.min_scaleout,
@@ -156,7 +157,7 @@ def make_policy(config: Config) -> Policy:
             scaling.slot_sharing_groups,
             scaling.subtask_price,
             scaling.surge_drain_s,
-            scale_out_lookahead_s=scaling.stabilization_s + config.loop.interval_s,
+            scale_out_lookahead_s=next_decision_s,
             max_rescales_per_h=scaling.max_rescales_per_h,
             max_scale_in_share=scaling.max_scale_in_share,
         )
@@ -186,8 +187,7 @@ def make_policy(config: Config) -> Policy:
             switch_min_saving=m.switch_min_saving,
             release_stateless=m.release_stateless,
         )
-        lookahead_s = scaling.stabilization_s + config.loop.interval_s  # until a next decision can follow
-        return MemoryAwarePolicy(proactive, memory_levels(config), prices(config), settings, lookahead_s)
+        return MemoryAwarePolicy(proactive, memory_levels(config), prices(config), settings, next_decision_s)
     if scaling.policy == "reactive":
         return ReactivePolicy(scaling.max_scaleout, scaling.drain_time_s, scaling.reactive_headroom)
     if is_baseline(scaling.policy):

@@ -325,6 +325,12 @@ def forecast_upper(a: Assessment, forecast: np.ndarray) -> np.ndarray:
     return np.maximum(upper, forecast)
 
 
+def carried_rps(a: Assessment, seconds: float) -> float:
+    """The load a configuration must carry over the next `seconds`: the window's average or the forecast's
+    upper bound over them, whichever is higher."""
+    return max(a.workload_avg_rps, forecast_peak(forecast_upper(a, planned_forecast(a)), seconds))
+
+
 def forecast_peak(forecast: np.ndarray, seconds: float) -> float:
     """Highest forecast rate over the next `seconds` (at least the next second)."""
     if not math.isfinite(seconds):

@@ -77,7 +77,7 @@ from capacity.dag import DagModel
 from capacity.latency import seconds_over_target_after_pause
 from mape.knowledge import Knowledge
 from mape.plan import Proposal
-from mape.proactive import forecast_peak, forecast_upper, planned_forecast
+from mape.proactive import carried_rps, forecast_peak, planned_forecast
 from mape.vertex_knowledge import VertexKnowledge, vertex_knowledge
 from messages.types import Assessment, JobGraph
 from recovery.predict import predict_recovery_s
@@ -532,7 +532,12 @@ class VertexPolicy:
         known = (sizing, current, forecast, a.backlog_records, state.downtime, floors, margin)
         chosen, rule, why = self._candidate(*known, self.scale_out_lookahead_s, average)
         if chosen.slots <= running.slots:  # no scale-out: what comes down must carry the whole horizon
-            chosen, rule, why = self._candidate(*known, math.inf, _carried(a, self.loop_interval_s))
+            # beside the horizon's forecast it must carry the next loop's upper bound (as at job granularity):
+            # before the first model that bound is the fallback window's peak, which a falling load's linear
+            # trend leaves behind (on the twin's session job × tm a cold start scaled every vertex in to 1
+            # subtask at 290 rps, then spent 6 minutes over the SLO behind the ramp that followed)
+            floor_rps = carried_rps(a, self.loop_interval_s)
+            chosen, rule, why = self._candidate(*known, math.inf, floor_rps)
             chosen, why = self._limit_scale_in(context, running, chosen, why)
         running_valid = (  # Daedalus: the current scale-out needs only carry the load until recovered
             running.capacity_rps > average
@@ -724,15 +729,6 @@ def _running(a: Assessment, sizing: Sizing, current: Mapping[str, int]) -> Verte
 def _cpu_or_one(cpu_per_busy: float) -> float:
     """A CPU per busy second to plan with: 1 (a busy second is a second of the core) until learned."""
     return cpu_per_busy if math.isfinite(cpu_per_busy) and cpu_per_busy > 0 else 1.0
-
-
-def _carried(a: Assessment, loop_interval_s: float) -> float:
-    """What a configuration that comes down must carry beside the horizon's forecast: the average load and
-    the forecast's upper bound over the next loop (as at job granularity, mape/proactive.py). Before the
-    forecaster's first model that bound is the fallback window's peak, which a falling load's linear
-    trend, running to 0, leaves behind: on the twin's session job × tm a cold start scaled every vertex in
-    to 1 subtask at 290 rps, then spent 6 minutes over the SLO behind the ramp that followed."""
-    return max(a.workload_avg_rps, forecast_peak(forecast_upper(a, planned_forecast(a)), loop_interval_s))
 
 
 def _labelled(config: VertexConfiguration, current: Mapping[str, int], down: str) -> dict[str, str]:

@@ -42,7 +42,7 @@ import structlog
 
 from mape.knowledge import Knowledge
 from mape.plan import Proposal
-from mape.proactive import ProactivePolicy, forecast_peak, forecast_upper, planned_forecast
+from mape.proactive import ProactivePolicy, carried_rps, planned_forecast
 from memory.cost import Prices
 from memory.history import OperatorDecision
 from memory.knowledge import memory_of
@@ -255,12 +255,13 @@ class MemoryAwarePolicy:
         jumps to 17; on a ramp, a level-up at the same scale-out met the load it could not carry inside
         the stabilization window that followed)."""
         managed = self.levels.managed_mb(level)
-        scaleout, need, load = a.current_scaleout, a.workload_avg_rps, "the present"
-        ahead_s = self.level_up_lookahead_s
-        if ahead_s > 0:
-            upper = forecast_peak(forecast_upper(a, planned_forecast(a)), ahead_s)
-            if upper > need:
-                need, load = upper, f"the forecast upper bound over the next {ahead_s:.0f} s,"
+        scaleout, ahead_s = a.current_scaleout, self.level_up_lookahead_s
+        need = carried_rps(a, ahead_s) if ahead_s > 0 else a.workload_avg_rps
+        load = (
+            "the present"
+            if need <= a.workload_avg_rps
+            else f"the forecast upper bound over the next {ahead_s:.0f} s,"
+        )
         reason = f"scale up to level {level} ({managed:.0f} MB per slot) at {scaleout} workers instead of scaling out"
         if not a.capacity(scaleout) > need:
             carrying = [n for n, c in sorted(a.capacities_rps.items()) if n > scaleout and c > need]
