@@ -22,8 +22,14 @@ TWIN_MAX_PARALLELISM = 128
 
 JOB_NECESSARY_WINDOW_S = 1_800.0
 """The only-if-necessary window at job granularity, where every rescale restarts the job."""
-VERTEX_NECESSARY_WINDOW_S = 600.0
-"""Daedalus's only-if-necessary window, kept where a rescale is a ~3 s per-vertex pause."""
+DAEDALUS_NECESSARY_WINDOW_S = 600.0
+"""Daedalus's only-if-necessary window, kept where a rescale is a ~3 s per-vertex pause, and at job
+granularity after a surge whose load holds (mape/proactive.py)."""
+
+JOB_SURGE_DRAIN_S = 60.0
+"""The surge rule's drain time at job granularity, where the surge's restart pauses the job ~30 s."""
+VERTEX_SURGE_DRAIN_S = 120.0
+"""The surge rule's drain time where a per-vertex rescale pauses ~3 s."""
 
 DAY_S = 86_400.0
 """Upper bound of the loop's and the forecast's spans: beyond it a setting is a typo, and a loop of
@@ -215,12 +221,15 @@ class ScalingConfig(Section):
         "pauses it about as long as a 30 s lag SLO: half the rescales of Daedalus's 600 s for ~13% more "
         "workers, README) and Daedalus's 600 s at vertex granularity (a per-vertex rescale pauses ~3 s).",
     )
-    surge_drain_s: float = Field(
-        120.0,
+    surge_drain_s: float | None = Field(
+        None,
         gt=0,
         description="foresail plan, surge rule: when the load leaves the forecast's upper bound and exceeds "
         "the capacity, scale out to carry it and drain the backlog (and what piles up during the restart) "
-        "within this time; also inside the stabilization window.",
+        "within this time; also inside the stabilization window. null: by granularity, 60 s at job "
+        "granularity (the restart pauses the job ~30 s, and the lag stays over the SLO until that backlog "
+        "is drained: on the step-surge and spike shapes 120 s spent 26% more seconds over it, docs/evaluation/family.md) "
+        "and 120 s at vertex granularity (a ~3 s pause).",
     )
     objective: Literal["recovery", "latency"] = Field(
         "recovery",
@@ -272,10 +281,16 @@ class ScalingConfig(Section):
     )
 
     @property
+    def effective_surge_drain_s(self) -> float:
+        if self.surge_drain_s is not None:
+            return self.surge_drain_s
+        return JOB_SURGE_DRAIN_S if self.granularity == "job" else VERTEX_SURGE_DRAIN_S
+
+    @property
     def effective_necessary_window_s(self) -> float:
         if self.necessary_window_s is not None:
             return self.necessary_window_s
-        return JOB_NECESSARY_WINDOW_S if self.granularity == "job" else VERTEX_NECESSARY_WINDOW_S
+        return JOB_NECESSARY_WINDOW_S if self.granularity == "job" else DAEDALUS_NECESSARY_WINDOW_S
 
     @field_validator("policy")
     @classmethod

@@ -13,7 +13,7 @@ import structlog
 from capacity.dag import DagSettings
 from capacity.model import CapacitySettings
 from config.load import ConfigError
-from config.schema import Config
+from config.schema import DAEDALUS_NECESSARY_WINDOW_S, Config
 from forecasting.registry import RegistrySource
 from forecasting.types import ForecastSettings
 from mape.analyze import Analyzer
@@ -156,7 +156,7 @@ def make_policy(config: Config) -> Policy:
             scaling.slots_per_taskmanager,
             scaling.slot_sharing_groups,
             scaling.subtask_price,
-            scaling.surge_drain_s,
+            scaling.effective_surge_drain_s,
             scale_out_lookahead_s=next_decision_s,
             max_rescales_per_h=scaling.max_rescales_per_h,
             max_scale_in_share=scaling.max_scale_in_share,
@@ -168,13 +168,14 @@ def make_policy(config: Config) -> Policy:
             config.recovery.target_s,
             config.loop.interval_s,
             scaling.effective_necessary_window_s,
-            scaling.surge_drain_s,
+            scaling.effective_surge_drain_s,
             config.recovery.checkpoint_interval_s,
             config.recovery.lag_catch_up_s,
             scaling.max_rescales_per_h,
             scaling.size_scale_outs_for == "upper-bound",
             config.recovery.scale_out_at_checkpoint,
             scaling.max_scale_in_share,
+            min(scaling.effective_necessary_window_s, DAEDALUS_NECESSARY_WINDOW_S),
         )
         if scaling.policy == "foresail-cpu-only":
             return proactive

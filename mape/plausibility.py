@@ -103,6 +103,13 @@ class Ledger:
         for time_s in [t for t in self.samples if t < oldest_s]:
             del self.samples[time_s]
 
+    def median_input_rps(self, since_s: float) -> float:
+        """The median input rate of the plausible samples after `since_s` (within the last
+        `LEDGER_HORIZON_S`); NaN without one. What the load mostly was: a spike of a minute or two does not
+        move it."""
+        rates = [rate for t, (rate, _, _) in self.samples.items() if t > since_s]
+        return float(np.median(rates)) if rates else math.nan
+
     def to_dict(self) -> dict[str, list]:
         return {
             "backlogs": [list(b) for b in self.backlogs],

@@ -5,7 +5,11 @@ recovery time per candidate from the recovery module (all in the Assessment). Ev
 rule that decided it:
 
 - ``only-if-necessary``: a rescale happened in the last `necessary_window_s` and the current capacity still
-  carries the average load and the forecast until the next loop — keep it.
+  carries the average load and the forecast until the next loop — keep it. After a surge whose load
+  holds (a new level: more than the scale-out before the surge carries), only for `surge_level_window_s`:
+  the surge sized its scale-out to drain a backlog that is gone by then, and the regular rules size it
+  to the level. A surge whose load has gone back (a spike) keeps the whole window: spikes recur, and each
+  costs a restart on the way down and a surge on the way up.
 - ``current-valid``: the smallest valid scale-out is the current one.
 - ``long-lived``: the smallest valid scale-out that also carries the whole forecast horizon (with
   `scale_out_to_upper`, a scale-out carries the horizon's upper bound: its restart crosses the SLO, so on a
@@ -73,6 +77,7 @@ class ProactivePolicy:
         scale_out_to_upper: bool = False,
         scale_out_at_checkpoint: bool = False,
         max_scale_in_share: float | None = None,
+        surge_level_window_s: float | None = None,
     ) -> None:
         self.min_scaleout = min_scaleout
         self.max_scaleout = max_scaleout
@@ -86,6 +91,9 @@ class ProactivePolicy:
         self.scale_out_to_upper = scale_out_to_upper
         self.scale_out_at_checkpoint = scale_out_at_checkpoint
         self.max_scale_in_share = max_scale_in_share
+        self.surge_level_window_s = (
+            necessary_window_s if surge_level_window_s is None else surge_level_window_s
+        )
 
     def propose(self, assessment: Assessment, knowledge: Knowledge) -> tuple[int, str, tuple[str, ...]]:
         a = assessment
@@ -110,7 +118,9 @@ class ProactivePolicy:
 
         since = math.inf if knowledge.last_rescale_s is None else a.time_s - knowledge.last_rescale_s
         capacity_now = a.capacity(current)
-        if since < self.necessary_window_s and capacity_now > average and capacity_now > next_loop_upper:
+        level = self._surge_level(a, knowledge, min(average, next_loop_max))
+        window_s = self.necessary_window_s if level is None else self.surge_level_window_s
+        if since < window_s and capacity_now > average and capacity_now > next_loop_upper:
             return (
                 current,
                 "only-if-necessary",
@@ -119,6 +129,8 @@ class ProactivePolicy:
                     load,
                 ),
             )
+        if level is not None and since < self.necessary_window_s:
+            load = f"{load}; {level}"
 
         skipped: list[str] = []
         not_worth: list[str] = []
@@ -187,6 +199,26 @@ class ProactivePolicy:
                 f"{short} scale-outs with capacity ≤ average",
                 *skipped[-3:],
             ),
+        )
+
+    def _surge_level(self, a: Assessment, knowledge: Knowledge, load_rps: float) -> str | None:
+        """Why the last rescale was a surge whose load holds (None when it was not): the median input rate
+        since the surge (the plausibility ledger's samples, its last 600 s) and `load_rps` (the lower of
+        the last loop's average and the forecast until the next) are both more than the scale-out before
+        the surge carries. The median keeps a spike that comes as the window ends from passing for a
+        level."""
+        last = next(
+            (d for d in reversed(knowledge.recent_decisions) if d.time_s == knowledge.last_rescale_s), None
+        )
+        if last is None or last.rule != "surge":
+            return None
+        before = a.capacity(last.current_scaleout)
+        mostly = knowledge.plausibility.median_input_rps(last.time_s)
+        if not (mostly > before and load_rps > before):
+            return None
+        return (
+            f"the surge's load holds (median {mostly:.0f} rps since it > capacity({last.current_scaleout}) = "
+            f"{before:.0f} before it): held {self.surge_level_window_s:.0f} s, not {self.necessary_window_s:.0f}"
         )
 
     def urgent(self, a: Assessment, knowledge: Knowledge) -> tuple[int, str, tuple[str, ...]] | None:

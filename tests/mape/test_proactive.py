@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from mape.knowledge import Knowledge
 from mape.proactive import ProactivePolicy
-from messages.types import Assessment
+from messages.types import Assessment, Decision
 
 PER_WORKER_RPS = 10_000.0
 NOW_S = 10_000.0
@@ -61,6 +61,51 @@ def test_only_if_necessary_expires_after_ten_minutes():
     forecast = np.r_[np.full(60, 36_000.0), np.full(840, 15_000.0)]
     target, rule, _ = _policy().propose(_assessment(35_000, forecast), _knowledge(rescaled_ago_s=601))
     assert (target, rule) == (4, "current-valid")
+
+
+def _after(rule: str, before: int, after: int, ago_s: float, rates_rps: list[float]) -> Knowledge:
+    """Knowledge whose last rescale, `ago_s` seconds ago, went from `before` to `after` by `rule`, and
+    whose plausibility ledger saw `rates_rps` over the last 600 s (one sample per minute)."""
+    knowledge = _knowledge(rescaled_ago_s=ago_s)
+    knowledge.recent_decisions.append(Decision(NOW_S - ago_s, before, after, rule))
+    for i, rate in enumerate(reversed(rates_rps)):
+        knowledge.plausibility.samples[NOW_S - 60.0 * i] = (rate, rate, 60.0)
+    return knowledge
+
+
+SURGE_POLICY = ProactivePolicy(1, 12, 600.0, 60.0, necessary_window_s=1800.0, surge_level_window_s=600.0)
+LEVEL = [35_000.0] * 10
+
+
+def test_after_a_surge_whose_load_holds_the_drain_sized_scaleout_is_held_only_daedalus_s_window():
+    # a surge took 2 workers to 6 to drain its backlog; 700 s later the load still needs more than 2 carry
+    holding = _assessment(35_000, 35_000.0, current=6)
+    target, rule, reasons = SURGE_POLICY.propose(holding, _after("surge", 2, 6, 700, LEVEL))
+    assert (target, rule) == (4, "long-lived")
+    assert any("the surge's load holds" in r for r in reasons)
+    # within 600 s the hold stands, and after a planned rescale the whole window does
+    assert SURGE_POLICY.propose(holding, _after("surge", 2, 6, 500, LEVEL))[:2] == (6, "only-if-necessary")
+    assert SURGE_POLICY.propose(holding, _after("long-lived", 2, 6, 700, LEVEL))[:2] == (
+        6,
+        "only-if-necessary",
+    )
+
+
+def test_after_a_surge_whose_load_went_back_the_whole_window_holds():
+    # a spike: the load is back under what the 2 workers before it carried; spikes recur, keep the 6
+    back = _assessment(15_000, 15_000.0, current=6)
+    base = [15_000.0] * 10
+    assert SURGE_POLICY.propose(back, _after("surge", 2, 6, 700, base))[:2] == (6, "only-if-necessary")
+    assert SURGE_POLICY.propose(back, _after("surge", 2, 6, 1801, base))[:2] == (2, "long-lived")
+
+
+def test_a_spike_as_the_window_ends_does_not_pass_for_a_level():
+    # the last minute and its forecast are high, but the load was mostly at its base since the surge
+    spiking = _assessment(35_000, 35_000.0, current=6)
+    rates = [15_000.0] * 8 + [35_000.0] * 2
+    assert SURGE_POLICY.propose(spiking, _after("surge", 2, 6, 700, rates))[:2] == (6, "only-if-necessary")
+    # without samples the ledger tells nothing: the whole window holds (the behaviour before this rule)
+    assert SURGE_POLICY.propose(spiking, _after("surge", 2, 6, 700, []))[:2] == (6, "only-if-necessary")
 
 
 def test_scales_out_ahead_of_a_forecast_rise():
