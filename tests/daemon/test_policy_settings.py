@@ -1,5 +1,5 @@
-"""The plan's scale-in settings and its only-if-necessary window reach the policy the daemon builds,
-at either granularity."""
+"""The plan's scale-in settings, its only-if-necessary window and its surge drain reach the policy the
+daemon builds, at either granularity."""
 
 from __future__ import annotations
 
@@ -34,3 +34,17 @@ def test_the_only_if_necessary_window_follows_the_granularity_unless_set(granula
     assert _plan(chosen).necessary_window_s == default_s
     assert _plan(chosen | {"necessary_window_s": 900}).necessary_window_s == 900.0
     assert _plan(chosen | {"necessary_window_s": 0}).necessary_window_s == 0.0
+
+
+@pytest.mark.parametrize("granularity, default_s", [("job", 60.0), ("vertex", 120.0)])
+def test_the_surge_drain_follows_the_granularity_unless_set(granularity, default_s):
+    """A surge's reactive-mode restart leaves ~45 s of records to drain, a per-vertex pause ~3 s."""
+    chosen = {"policy": "foresail", "granularity": granularity}
+    assert _plan(chosen).surge_drain_s == default_s
+    assert _plan(chosen | {"surge_drain_s": 90}).surge_drain_s == 90.0
+
+
+def test_a_surge_whose_load_holds_is_held_daedalus_s_window_at_job_granularity():
+    assert _plan({"policy": "foresail"}).surge_level_window_s == 600.0
+    # never longer than the window itself
+    assert _plan({"policy": "foresail", "necessary_window_s": 300}).surge_level_window_s == 300.0
