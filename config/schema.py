@@ -280,17 +280,21 @@ class ScalingConfig(Section):
         "happens anyway.",
     )
 
+    def _by_granularity(self, chosen: float | None, job: float, vertex: float) -> float:
+        """A setting whose null means a default by granularity (a rescale restarts the job, or pauses it ~3 s)."""
+        if chosen is not None:
+            return chosen
+        return job if self.granularity == "job" else vertex
+
     @property
     def effective_surge_drain_s(self) -> float:
-        if self.surge_drain_s is not None:
-            return self.surge_drain_s
-        return JOB_SURGE_DRAIN_S if self.granularity == "job" else VERTEX_SURGE_DRAIN_S
+        return self._by_granularity(self.surge_drain_s, JOB_SURGE_DRAIN_S, VERTEX_SURGE_DRAIN_S)
 
     @property
     def effective_necessary_window_s(self) -> float:
-        if self.necessary_window_s is not None:
-            return self.necessary_window_s
-        return JOB_NECESSARY_WINDOW_S if self.granularity == "job" else DAEDALUS_NECESSARY_WINDOW_S
+        return self._by_granularity(
+            self.necessary_window_s, JOB_NECESSARY_WINDOW_S, DAEDALUS_NECESSARY_WINDOW_S
+        )
 
     @field_validator("policy")
     @classmethod

@@ -175,7 +175,7 @@ def make_policy(config: Config) -> Policy:
             scaling.size_scale_outs_for == "upper-bound",
             config.recovery.scale_out_at_checkpoint,
             scaling.max_scale_in_share,
-            min(scaling.effective_necessary_window_s, DAEDALUS_NECESSARY_WINDOW_S),
+            DAEDALUS_NECESSARY_WINDOW_S,
         )
         if scaling.policy == "foresail-cpu-only":
             return proactive

@@ -91,8 +91,8 @@ class ProactivePolicy:
         self.scale_out_to_upper = scale_out_to_upper
         self.scale_out_at_checkpoint = scale_out_at_checkpoint
         self.max_scale_in_share = max_scale_in_share
-        self.surge_level_window_s = (
-            necessary_window_s if surge_level_window_s is None else surge_level_window_s
+        self.surge_level_window_s = min(
+            necessary_window_s, math.inf if surge_level_window_s is None else surge_level_window_s
         )
 
     def propose(self, assessment: Assessment, knowledge: Knowledge) -> tuple[int, str, tuple[str, ...]]:
@@ -118,7 +118,8 @@ class ProactivePolicy:
 
         since = math.inf if knowledge.last_rescale_s is None else a.time_s - knowledge.last_rescale_s
         capacity_now = a.capacity(current)
-        level = self._surge_level(a, knowledge, min(average, next_loop_max))
+        recent = since < self.necessary_window_s
+        level = self._surge_level(a, knowledge, min(average, next_loop_max)) if recent else None
         window_s = self.necessary_window_s if level is None else self.surge_level_window_s
         if since < window_s and capacity_now > average and capacity_now > next_loop_upper:
             return (
@@ -129,7 +130,7 @@ class ProactivePolicy:
                     load,
                 ),
             )
-        if level is not None and since < self.necessary_window_s:
+        if level is not None:
             load = f"{load}; {level}"
 
         skipped: list[str] = []
