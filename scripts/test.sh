@@ -43,7 +43,7 @@ else
     [ -x "$venv/bin/python" ] || "$python" -m venv --system-site-packages "$venv"
     python="$venv/bin/python"
 fi
-"$python" -m pip install --quiet -e '.[dev]'
+"$python" -m pip install --quiet --constraint deploy/constraints.txt -e '.[dev]'
 
 # ---- Flink 2.3 for the end-to-end tests, apart from the app's environment (its pins clash with pyspark's)
 if [ -z "${FLINK_HOME:-}" ]; then
