@@ -91,8 +91,10 @@ class ProactivePolicy:
         self.scale_out_to_upper = scale_out_to_upper
         self.scale_out_at_checkpoint = scale_out_at_checkpoint
         self.max_scale_in_share = max_scale_in_share
-        self.surge_level_window_s = min(
-            necessary_window_s, math.inf if surge_level_window_s is None else surge_level_window_s
+        self.surge_level_window_s = (
+            necessary_window_s
+            if surge_level_window_s is None
+            else min(necessary_window_s, surge_level_window_s)
         )
 
     def propose(self, assessment: Assessment, knowledge: Knowledge) -> tuple[int, str, tuple[str, ...]]:
