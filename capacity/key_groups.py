@@ -3,6 +3,8 @@ vertex's records from the subtask shares seen at several parallelisms (capacity/
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 from scipy.optimize import nnls
 
@@ -37,7 +39,7 @@ def key_group_loads(groups: int, shares_seen: dict[int, np.ndarray], latest: int
     prior = (latest_shares / np.maximum(np.bincount(owner, minlength=latest), 1))[owner]
     if len(usable) < 2:
         return prior
-    starts = np.flatnonzero(np.any([np.diff(o, prepend=-1) != 0 for o in owners.values()], axis=0))
+    starts = np.flatnonzero(np.diff(key_group_runs(groups, tuple(sorted(owners))), prepend=-1))
     sizes = np.diff(starts, append=groups)
     rows = [owners[p][starts][None, :] == np.arange(p)[:, None] for p in usable]
     weights = _PRIOR_WEIGHT / np.sqrt(sizes)
@@ -58,3 +60,44 @@ def share_row(values: object, length: int) -> np.ndarray | None:
     if row.shape != (length,) or not np.isfinite(row).all() or (row < 0).any() or not row.sum() > 0:
         return None
     return row
+
+
+@lru_cache(maxsize=256)
+def key_group_runs(groups: int, seen: tuple[int, ...]) -> np.ndarray:
+    """Per key group, the index of its run: the longest ranges of groups that every parallelism `seen` keeps
+    on one subtask (the shares seen cannot tell a run's groups apart)."""
+    kept = [p for p in seen if 1 <= p <= groups] or [1]
+    cuts = np.any([np.diff(key_group_owner(groups, p), prepend=-1) != 0 for p in kept], axis=0)
+    runs = np.cumsum(cuts) - 1
+    runs.setflags(write=False)
+    return runs
+
+
+def unseen_shares(loads: np.ndarray, seen: tuple[int, ...], parallelism: int) -> np.ndarray:
+    """Subtask shares at `parallelism` from the key-group loads, bounded where the parallelisms `seen` cannot
+    tell the groups apart. Within a run (`key_group_runs`) the loads are even parts of the run's total: where
+    this parallelism cuts the run, the part above the typical group's load (the median) may sit in one
+    group, a hot key, which no rescale splits. It goes to the run's subtask that then carries most (the
+    conservative reading, as mape/skew.py's hot group): spread evenly, the twin's hot-key job promised a
+    third more at parallelism 13 than its hot subtask carried."""
+    groups = len(loads)
+    owner = key_group_owner(groups, parallelism)
+    if parallelism in seen:
+        return np.bincount(owner, weights=loads, minlength=parallelism)
+    runs = key_group_runs(groups, seen)
+    base = np.minimum(loads, np.median(loads))
+    excess = np.bincount(runs, weights=loads - base)
+    row = np.bincount(owner, weights=base, minlength=parallelism)
+    first = owner[np.flatnonzero(np.diff(runs, prepend=-1))]
+    last = owner[np.flatnonzero(np.diff(runs, append=runs[-1] + 1))]
+    order = np.argsort(-excess, kind="stable")  # the largest first: each sees where the larger ones went
+    order = order[excess[order] > 0]
+    done = 0
+    for i in np.flatnonzero(first[order] != last[order]):  # the runs cut here: at most parallelism − 1
+        whole = order[done:i]  # kept on one subtask: their excess is known to be there
+        row += np.bincount(first[whole], weights=excess[whole], minlength=parallelism)
+        run = order[i]
+        subtasks = np.arange(first[run], last[run] + 1)
+        row[subtasks[np.argmax(row[subtasks])]] += excess[run]
+        done = i + 1
+    return row + np.bincount(first[order[done:]], weights=excess[order[done:]], minlength=parallelism)

@@ -137,7 +137,9 @@ def test_keyed_skew_seen_at_one_parallelism_predicts_the_shares_at_another():
         + [series("v1", i, r, r / 1000.0) for i, r in enumerate((700.0, 300.0))],
     )
     np.testing.assert_allclose(model.shares(graph, "v1", 2), [0.7, 0.3])
-    np.testing.assert_allclose(model.shares(graph, "v1", 4), [0.35, 0.35, 0.15, 0.15])
+    # at 4 the hot range is cut: what it carries above the typical group (the median, 0.125) may be one key
+    # group, so the subtask that would then carry most gets it: 2 · 0.125 + 4 · 0.05
+    np.testing.assert_allclose(model.shares(graph, "v1", 4), [0.45, 0.25, 0.15, 0.15])
     # the hot subtask limits the vertex: 1000 rps per subtask / 0.7 of the source rate
     capacity, source = model.vertex_capacity_rps(graph, "v1", 2, input_ratio=1.0)
     assert (capacity, source) == (pytest.approx(1000.0 / 0.7), "observed")
