@@ -65,7 +65,8 @@ def share_row(values: object, length: int) -> np.ndarray | None:
 @lru_cache(maxsize=256)
 def key_group_runs(groups: int, seen: tuple[int, ...]) -> np.ndarray:
     """Per key group, the index of its run: the longest ranges of groups that every parallelism `seen` keeps
-    on one subtask (the shares seen cannot tell a run's groups apart)."""
+    on one subtask (the shares seen cannot tell a run's groups apart). Parallelisms above `groups` are left
+    out; with none left, all groups are one run. Cached, so the array is read-only."""
     kept = [p for p in seen if 1 <= p <= groups] or [1]
     cuts = np.any([np.diff(key_group_owner(groups, p), prepend=-1) != 0 for p in kept], axis=0)
     runs = np.cumsum(cuts) - 1
@@ -74,18 +75,24 @@ def key_group_runs(groups: int, seen: tuple[int, ...]) -> np.ndarray:
 
 
 def unseen_shares(loads: np.ndarray, seen: tuple[int, ...], parallelism: int) -> np.ndarray:
-    """Subtask shares at `parallelism` from the key-group loads, bounded where the parallelisms `seen` cannot
-    tell the groups apart. Within a run (`key_group_runs`) the loads are even parts of the run's total: where
-    this parallelism cuts the run, the part above the typical group's load (the median) may sit in one
-    group, a hot key, which no rescale splits. It goes to the run's subtask that then carries most (the
-    conservative reading, as mape/skew.py's hot group): spread evenly, the twin's hot-key job promised a
-    third more at parallelism 13 than its hot subtask carried."""
+    """Subtask shares at `parallelism` from the key-group loads, read warily where the parallelisms `seen`
+    cannot tell the groups apart. Within a run (`key_group_runs`) the loads are even parts of the run's total: where
+    this parallelism cuts the run, the part above the typical group's load may sit in one group, a hot key,
+    which no rescale splits. It goes to the run's subtask that then carries most (the conservative reading,
+    as mape/skew.py's hot group): spread evenly, the twin's hot-key job promised a third more at parallelism
+    13 than its hot subtask carried. The typical load is the median group's, and for a run of half the
+    groups or more (one or two parallelisms seen) the median of the groups outside it: such a run sets the
+    median itself, and a hot key in it was not moved at all."""
     groups = len(loads)
     owner = key_group_owner(groups, parallelism)
     if parallelism in seen:
         return np.bincount(owner, weights=loads, minlength=parallelism)
     runs = key_group_runs(groups, seen)
-    base = np.minimum(loads, np.median(loads))
+    typical = np.full(runs[-1] + 1, np.median(loads))
+    for run in np.flatnonzero(2 * np.bincount(runs) >= groups):
+        outside = loads[runs != run]
+        typical[run] = np.median(outside) if len(outside) else typical[run]
+    base = np.minimum(loads, typical[runs])
     excess = np.bincount(runs, weights=loads - base)
     row = np.bincount(owner, weights=base, minlength=parallelism)
     first = owner[np.flatnonzero(np.diff(runs, prepend=-1))]

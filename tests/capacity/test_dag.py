@@ -137,9 +137,11 @@ def test_keyed_skew_seen_at_one_parallelism_predicts_the_shares_at_another():
         + [series("v1", i, r, r / 1000.0) for i, r in enumerate((700.0, 300.0))],
     )
     np.testing.assert_allclose(model.shares(graph, "v1", 2), [0.7, 0.3])
-    # at 4 the hot range is cut: what it carries above the typical group (the median, 0.125) may be one key
-    # group, so the subtask that would then carry most gets it: 2 · 0.125 + 4 · 0.05
-    np.testing.assert_allclose(model.shares(graph, "v1", 4), [0.45, 0.25, 0.15, 0.15])
+    # at 4 the hot range is cut: what it carries above the typical group (the other range's, 0.075) may be one
+    # key group, so the subtask that would then carry most gets it: 2 · 0.075 + 4 · 0.1
+    np.testing.assert_allclose(model.shares(graph, "v1", 4), [0.55, 0.15, 0.15, 0.15])
+    capacity, _ = model.vertex_capacity_rps(graph, "v1", 4, input_ratio=1.0)
+    assert capacity == pytest.approx(1000.0 / 0.55)  # the subtask that may hold the hot key binds
     # the hot subtask limits the vertex: 1000 rps per subtask / 0.7 of the source rate
     capacity, source = model.vertex_capacity_rps(graph, "v1", 2, input_ratio=1.0)
     assert (capacity, source) == (pytest.approx(1000.0 / 0.7), "observed")

@@ -69,6 +69,17 @@ def test_a_hot_key_group_hidden_in_a_run_binds_at_a_parallelism_never_seen(hot_g
     assert min(_shares(loads, p).max() / _shares(truth, p).max() for p in range(13, 40)) < 0.8
 
 
+@pytest.mark.parametrize("hot_group", [3, 64, 120])
+def test_a_hot_key_in_a_run_of_half_the_groups_is_not_taken_for_the_typical_group(hot_group):
+    # only 2 subtasks seen: each run holds half the groups, and the median over all of them lies in the hot run
+    truth = np.ones(128)
+    truth[hot_group] = 40.0
+    truth /= truth.sum()
+    loads = key_group_loads(128, {2: _shares(truth, 2)}, 2)
+    for p in range(3, 30):
+        assert unseen_shares(loads, (2,), p).max() >= _shares(truth, p).max() - 1e-12
+
+
 @pytest.mark.parametrize("seed", range(10))
 def test_a_parallelism_seen_keeps_the_shares_fitted_there(seed):
     rng = np.random.default_rng(seed)
