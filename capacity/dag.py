@@ -283,7 +283,11 @@ class DagModel:
             selectivity = _seeded_selectivity(graph, vertex_id, mine)
             if known.records_in <= 0 and math.isfinite(selectivity) and selectivity >= 0:
                 known.records_in, known.records_out = SEED_WEIGHT_RPS, SEED_WEIGHT_RPS * selectivity
-            shares = {p: np.array(s) / sum(s) for p, s in seed.shares.items() if len(s) == p and sum(s) > 0}
+            shares = {  # only rows that are shares: every row kept cuts the key-group runs (`unseen_shares`)
+                p: row / row.sum()
+                for p, s in seed.shares.items()
+                if p <= vertex.max_parallelism and (row := share_row(s, p)) is not None
+            }
             if shares and seed.key_groups == vertex.max_parallelism and known.key_loads is None:
                 known.shares_seen = shares
                 known.key_loads = key_group_loads(known.max_parallelism, shares, max(shares))
@@ -583,8 +587,7 @@ class DagModel:
             return np.ones(parallelism)
         known = self.vertices.get(vertex_id)
         if split == "groups" and known is not None and known.key_loads is not None:
-            fitted = (p for p, row in known.shares_seen.items() if share_row(row, p) is not None)
-            return unseen_shares(known.key_loads, tuple(sorted(fitted)), parallelism)
+            return unseen_shares(known.key_loads, tuple(sorted(known.shares_seen)), parallelism)
         return np.full(parallelism, 1.0 / parallelism)
 
     def vertex_capacity_rps(

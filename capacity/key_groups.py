@@ -76,9 +76,9 @@ def key_group_runs(groups: int, seen: tuple[int, ...]) -> np.ndarray:
 
 def unseen_shares(loads: np.ndarray, seen: tuple[int, ...], parallelism: int) -> np.ndarray:
     """Subtask shares at `parallelism` from the key-group loads, read warily where the parallelisms `seen`
-    cannot tell the groups apart. Within a run (`key_group_runs`) the loads are even parts of the run's total: where
-    this parallelism cuts the run, the part above the typical group's load may sit in one group, a hot key,
-    which no rescale splits. It goes to the run's subtask that then carries most (the conservative reading,
+    cannot tell the groups apart. Within a run (`key_group_runs`) the loads are even parts of the run's
+    total: where this parallelism cuts the run, the part above the typical group's load may sit in one
+    group, a hot key, which no rescale splits. It goes to the run's subtask that then carries most (the conservative reading,
     as mape/skew.py's hot group): spread evenly, the twin's hot-key job promised a third more at parallelism
     13 than its hot subtask carried. The typical load is the median group's, and for a run of half the
     groups or more (one or two parallelisms seen) the median of the groups outside it: such a run sets the
