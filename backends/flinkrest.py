@@ -92,12 +92,16 @@ class FlinkRest:
                 for node in plan["nodes"]
                 for i in node.get("inputs") or ()
             ]
+            planned = {str(node["id"]) for node in plan["nodes"]}
         except requests.RequestException as error:
             raise GraphUnavailable(f"Flink REST API {self.url}: {type(error).__name__}") from error
         except BAD_ANSWER as error:
             raise GraphUnavailable(
                 f"Flink REST API {self.url}: unexpected answer ({error!r:.120})"
             ) from error
+        missing = sorted({v.vertex_id for v in vertices} - planned)
+        if missing:  # its inputs unknown, such a vertex would pass for a source
+            raise GraphUnavailable(f"the plan leaves out vertices the job has: {missing}")
         return _topological(vertices, edges)
 
     def _live_job(self) -> dict | None:
@@ -190,7 +194,10 @@ class FlinkRest:
     def _get(self, path: str) -> Any:
         response = self._session.get(self.url + path, timeout=self.timeout_s)
         response.raise_for_status()
-        return response.json()
+        try:
+            return response.json()
+        except RecursionError as error:  # a body nested deeper than the parser goes: a bad answer
+            raise requests.exceptions.InvalidJSONError(f"{path}: JSON nested too deeply") from error
 
 
 def _topological(vertices: list[JobVertex], edges: list[JobEdge]) -> JobGraph:

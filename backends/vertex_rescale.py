@@ -213,7 +213,7 @@ def _first_error(response: requests.Response) -> str:
     """Flink's error text in one line (its first line, without the Java stack)."""
     try:
         body = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         body = None
     errors = body.get("errors") if isinstance(body, dict) else None
     if not isinstance(errors, list) or not errors:

@@ -6,7 +6,7 @@ scale-out minus the fewest workers whose estimated capacity carries the window's
 the rule that decided the iteration; and how often `only-if-necessary` (Daedalus's window after a
 rescale) held back a scale-in that the horizon's forecast maximum allowed. Diagnostic only.
 
-Usage: python benchmarks/excess_workers.py [--load sine] [--seed 0] [--perfect] [--config FILE]
+Usage: python benchmarks/excess_workers.py [--load sine|shape:NAME] [--seed 0] [--perfect] [--config FILE]
 """
 
 from __future__ import annotations
@@ -61,7 +61,9 @@ def attribute(events: list[dict]) -> tuple[int, Counter, Counter, int, float]:
 def main() -> None:
     limit_blas_threads()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--load", default="sine", choices=sorted(TRACES))
+    parser.add_argument(
+        "--load", default="sine", help=f"a shared trace ({', '.join(sorted(TRACES))}) or shape:NAME"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--perfect", action="store_true", help="the trace's true future as the forecast")
     parser.add_argument("--config", type=Path, help="base config (default: the shipped defaults)")

@@ -58,7 +58,7 @@ def subtask_windows(
     keep = (timestamps >= started_s + warmup_s) & np.isfinite(plausible_rps(records_in))
     rows = RowGroups(keep)
     busy = _plausible_busy(stacked([s.busy_ms_per_s for s in current]) / 1000.0)
-    backpressured = stacked([s.backpressured_ms_per_s for s in current]) / 1000.0
+    backpressured = _plausible_busy(stacked([s.backpressured_ms_per_s for s in current]) / 1000.0)
     stats = rows.regressions(busy, records_in)
     records_in_rps = rows.means(records_in).tolist()
     records_out = plausible_rps(stacked([s.records_out_rps for s in current]))
@@ -102,7 +102,7 @@ def plausible_rps(records_rps: np.ndarray) -> np.ndarray:
 
 
 def _plausible_busy(busy: np.ndarray) -> np.ndarray:
-    """Busy shares outside a second are gaps, never rates."""
+    """Busy (or backpressured) shares outside a second are gaps, never rates."""
     return np.where((busy < 0) | (busy > 1.05), np.nan, busy)
 
 
@@ -113,7 +113,7 @@ def _subtask_window(series: SubtaskSeries, records: np.ndarray, from_s: float) -
         return None
     records_in = records[keep]
     busy = _plausible_busy(series.busy_ms_per_s[keep] / 1000.0)
-    backpressured = series.backpressured_ms_per_s[keep] / 1000.0
+    backpressured = _plausible_busy(series.backpressured_ms_per_s[keep] / 1000.0)
     out = plausible_rps(series.records_out_rps[keep])
     return SubtaskWindow(
         series.vertex_id,

@@ -77,6 +77,10 @@ class Analyzer:
         if current is None or current < 1:
             problems.append(f"parallelism unknown ({current})")
             current = knowledge.last_target_scaleout or 1
+        # Never learn from data that cannot be true, nor from a window without an uptime (a restart's
+        # warm-up could not be cut) or a parallelism (its samples would be filed under a guess): the
+        # knowledge keeps what is learned, and later plans size on it.
+        learn = not implausible and observation.uptime_s is not None and current == observation.parallelism
 
         capacity = knowledge.capacity
         for extension in self.extensions:  # every one learns from the window; the first model wins
@@ -88,7 +92,7 @@ class Analyzer:
         )
         throughput_rps = sum(w.throughput_mean_rps for w in windows)
         saturated = bool(windows) and backlog >= self.saturated_backlog_s * throughput_rps
-        if not implausible:  # never learn from data that cannot be true
+        if learn:
             capacity.learn(windows, observation.time_s, current, saturated)
         estimate = capacity.estimate(windows, current, self.max_scaleout, observation.time_s, saturated)
         for extension in self.extensions:
@@ -106,6 +110,7 @@ class Analyzer:
                 {w.worker_id: w.cpu_mean for w in windows},
                 saturated or bool(implausible),
                 self.loop_interval_s,
+                learn,
             )
         else:
             view = job_level_only(capacities_rps, capacity_sources, "capacity.model: job")

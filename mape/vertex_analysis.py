@@ -52,11 +52,12 @@ def analyse_vertices(
     worker_cpu: dict[str, float],
     saturated: bool,
     loop_interval_s: float = 60.0,
+    learn: bool = True,
 ) -> VertexView:
     """Learn from the window's task metrics and CPU, and bound each scale-out's capacity by both limits
     (`worker_cpu`: each TaskManager's mean CPU this window; a `saturated` job teaches the cores nothing:
     its busy time may include waiting for the core; `loop_interval_s`: the time this learning stands for,
-    whatever the metrics window's length)."""
+    whatever the metrics window's length; without `learn` the window only reads what is known)."""
     graph = observation.job_graph
     if graph is None or not observation.subtasks:
         return job_level_only(job_capacities_rps, job_sources, "no per-vertex metrics: job-level model")
@@ -73,9 +74,10 @@ def analyse_vertices(
     model.use_configuration(f"{managed_mb:.0f}mb" if known else "")
     busy = taskmanager_busy(windows)
     keyed = frozenset(v.vertex_id for v in graph.vertices if graph.keyed(v.vertex_id))
-    model.learn(graph, windows, contended_taskmanagers(windows, worker_cpu, cores, busy, keyed))
+    if learn:
+        model.learn(graph, windows, contended_taskmanagers(windows, worker_cpu, cores, busy, keyed))
     estimate = model.estimate(graph, windows, current, max_scaleout)
-    if not saturated:
+    if learn and not saturated:
         cores.learn(busy, worker_cpu, loop_interval_s)
     reactive = all(v.parallelism == current for v in graph.vertices if v.max_parallelism >= current)
     # A saturated job's throughput is its capacity, measured (the job-level model takes it), and on a real

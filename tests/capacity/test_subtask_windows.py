@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -29,3 +31,15 @@ def test_a_subtask_sample_that_is_no_rate_is_left_out(damage):
     )
     assert [w.records_in_rps for w in windows] == [500.0, 500.0]
     assert [w.stats.n for w in windows] == [len(T) - 1, len(T)]
+
+
+@pytest.mark.parametrize("damage", [5_000.0, -300.0])
+def test_a_backpressured_share_outside_a_second_is_a_gap(damage):
+    """5,000 ms/s read as 5.0: "upstream held back", so the busy subtasks downstream were learned as
+    saturated. Busy time outside a second was already a gap."""
+    series = _subtask(0, np.full(len(T), 500.0))
+    held = np.full(len(T), 200.0)
+    held[-1] = damage
+    damaged = dataclasses.replace(series, backpressured_ms_per_s=held)
+    (window,) = subtask_windows([damaged], GRAPH, None, 65.0, 0)
+    assert window.backpressured == pytest.approx(0.2)

@@ -205,3 +205,35 @@ def test_taskmanagers_that_are_not_entries_count_as_none_registered(taskmanagers
     fault("flink rest", "held" if not count else "scaled-on-bad-data")
     assert not count
     flink.server.close()
+
+
+def test_an_answer_nested_deeper_than_the_parser_goes_is_a_bad_answer(fault):
+    """`[` × 200,000 raised RecursionError from every call: the observation was lost (each iteration a
+    phase error) where only the optional job graph was, and the rescale's error had no line."""
+    server = FakeServer(lambda handler: (200, b"[" * 200_000))
+    rest = FlinkRest(server.url, timeout_s=1.0)
+    status, count = rest.job_status(), rest.taskmanager_count()
+    graph, request = _raised(rest.job_graph), _raised(lambda: VertexRescaler(rest).request({A: 2}))
+    named = isinstance(graph, GraphUnavailable) and isinstance(request, RescaleRequestFailed)
+    fault("flink rest", "clear-error" if named and status is None and count is None else "traceback")
+    assert status is None and count is None
+    assert isinstance(graph, GraphUnavailable) and "InvalidJSONError" in str(graph)
+    assert isinstance(request, RescaleRequestFailed)
+    server.close()
+
+
+def test_a_plan_that_leaves_out_a_vertex_gives_no_graph(fault):
+    """A vertex the plan does not list has no inputs: it passed for a source, so a count behind an 8×
+    flatMap had its capacity in source records overstated 8 times."""
+    vertices = [
+        {"id": v, "name": name, "parallelism": 2, "maxParallelism": 128}
+        for v, name in ((A, "Source"), (B, "FlatMap"), ("c" * 32, "Count"))
+    ]
+    plan = {"nodes": [{"id": A}, {"id": B, "inputs": [{"id": A, "ship_strategy": "REBALANCE"}]}]}
+    flink = Answers({f"/jobs/{JOB}": {"vertices": vertices, "plan": plan}})
+    graph = _raised(flink.rest.job_graph)
+    fault("flink rest", "clear-error" if isinstance(graph, GraphUnavailable) else "scaled-on-bad-data")
+    assert isinstance(graph, GraphUnavailable) and "c" * 32 in str(graph)
+    plan["nodes"].append({"id": "c" * 32, "inputs": [{"id": B, "ship_strategy": "HASH"}]})
+    assert [v.name for v in flink.rest.job_graph().sources] == ["Source"]  # the same answer, complete
+    flink.server.close()

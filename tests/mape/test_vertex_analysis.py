@@ -15,7 +15,7 @@ from config.schema import Config
 from daemon.build import knowledge_settings, make_loop
 from mape.knowledge_store import KnowledgeStore
 from mape.vertex_analysis import analyse_vertices
-from messages.types import JobEdge, JobGraph, JobVertex, Observation, SubtaskSeries
+from messages.types import JobEdge, JobGraph, JobVertex, Observation, SubtaskSeries, WorkerSeries
 from simulator.metrics import TwinMetricsSource, TwinScalingTarget
 from simulator.params import TwinParams
 from simulator.topology import load_topology
@@ -177,3 +177,46 @@ def test_the_cores_line_forgets_by_the_loop_interval_not_the_metrics_window():
         60.0,
     )
     assert faded == [60.0]
+
+
+def _held_window(rate_rps: float, cpu: float, parallelism: int | None, uptime_s: float | None):
+    """A job of one busy operator (1,000 ms/s at 200 rps, its source backpressured): a saturated reading."""
+    graph = JobGraph(
+        (JobVertex("v0", "source", 1, 1), JobVertex("v1", "op", 1, 128)), (JobEdge("v0", "v1", "REBALANCE"),)
+    )
+    stamps = np.arange(405.0, 465.0, 5.0)
+    n = len(stamps)
+    subtasks = tuple(
+        SubtaskSeries(vertex, 0, "tm-0", stamps, *(np.full(n, v) for v in (200.0, 200.0, busy, held, 0.0)))
+        for vertex, busy, held in (("v0", 100.0, 900.0), ("v1", 1000.0, 0.0))
+    )
+    workers = (WorkerSeries("tm-0", stamps, np.full(n, cpu), np.full(n, 200.0)),)
+    rates = np.full(n, rate_rps)
+    return Observation(
+        460.0, 60.0, stamps, rates, workers, 0.0, parallelism, uptime_s, job_graph=graph, subtasks=subtasks
+    )
+
+
+@pytest.mark.parametrize(
+    ("rate_rps", "cpu", "parallelism", "uptime_s", "learns"),
+    [
+        (200.0, 0.5, 1, 4_000.0, True),
+        (-50.0, 0.5, 1, 4_000.0, False),  # implausible: a negative input rate
+        (200.0, 40.0, 1, 4_000.0, False),  # implausible: CPU in percent
+        (200.0, 0.5, 1, None, False),  # no uptime: a restart's warm-up cannot be cut
+        (200.0, 0.5, None, 4_000.0, False),  # no parallelism: the samples would be filed under a guess
+    ],
+    ids=["plausible", "negative-rate", "cpu-in-percent", "no-uptime", "no-parallelism"],
+)
+def test_a_window_the_loop_cannot_trust_teaches_no_model(rate_rps, cpu, parallelism, uptime_s, learns):
+    """The job-level lines skipped implausible windows, the true rates and the saturated rates did not,
+    and neither skipped a window without uptime or parallelism: one such window lowered the capacity
+    learned at scale-out 2 by 9%, and the store keeps it."""
+    config = Config()
+    store = KnowledgeStore(":memory:")
+    knowledge = store.load(knowledge_settings(config))
+    loop = make_loop(config, None, None, knowledge, store)
+    loop.analyzer.assess(_held_window(rate_rps, cpu, parallelism, uptime_s), knowledge)
+    job_samples = sum(line.stats.n for line in knowledge.capacity.workers.values())
+    learned = (job_samples > 0, bool(knowledge.dag.rates), bool(knowledge.dag.saturated))
+    assert learned == (learns, learns, learns)
