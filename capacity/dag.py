@@ -161,9 +161,8 @@ class DagEstimate:
     per_scaleout_rps: dict[int, float]
     sources: dict[int, str]
     vertices: tuple[VertexAssessment, ...]
-    bottleneck: str | None
-    """Name of the vertex with the lowest capacity at the current parallelism."""
-    bottleneck_by_scaleout: dict[int, str]
+    bottleneck_id: str | None
+    """Id of the vertex with the lowest capacity at the current parallelism (names may repeat)."""
 
 
 _MIN_USEFUL_SHARE = 0.2
@@ -675,14 +674,14 @@ class DagModel:
                 scaleouts.tolist(), best.tolist(), first_min.tolist(), extrapolated.tolist(), strict=True
             ):
                 if math.isfinite(value):
-                    per_scaleout[n], bottlenecks[n] = value, graph.vertices[vertex].name
+                    per_scaleout[n], bottlenecks[n] = value, graph.vertices[vertex].vertex_id
                     sources[n] = "extrapolated" if guessed else "observed"
         by_vertex = _group(windows)
         vertices = tuple(
             self._vertex_estimate(graph, v.vertex_id, by_vertex.get(v.vertex_id, []), ratios[v.vertex_id])
             for v in graph.vertices
         )
-        return DagEstimate(per_scaleout, sources, vertices, bottlenecks.get(current), bottlenecks)
+        return DagEstimate(per_scaleout, sources, vertices, bottlenecks.get(current))
 
     def _vertex_estimate(
         self, graph: JobGraph, vertex_id: str, windows: list[SubtaskWindow], ratio: float

@@ -123,7 +123,7 @@ def analyse_vertices(
         )
     # a tie (a saturated job measured by both models): the vertex view says more
     if dag_now <= job_now or math.isfinite(core_now):
-        bottleneck = next(v for v in estimate.vertices if v.name == estimate.bottleneck)
+        bottleneck = next(v for v in estimate.vertices if v.vertex_id == estimate.bottleneck_id)
         reason = (
             f"true rates bind: {bottleneck.name} carries {dag_now:.0f} rps at busy "
             f"{_pct(bottleneck.utilization)} while the hottest CPU is {hottest_cpu}"

@@ -167,7 +167,7 @@ def test_ds2_walk_from_the_source_rate_gives_each_vertex_its_parallelism():
     assert model.needed_parallelism(graph, "v2", 2000.0) == 8
     assert model.needed_parallelism(graph, "v1", 2000.0) == 1
     estimate = model.estimate(graph, [], current=4, max_scaleout=8)
-    assert estimate.bottleneck == "op2" and estimate.per_scaleout_rps[4] == pytest.approx(1000.0)
+    assert estimate.bottleneck_id == "v2" and estimate.per_scaleout_rps[4] == pytest.approx(1000.0)
     assert estimate.sources[8] == "extrapolated"  # no vertex ever ran at 8
 
 
@@ -397,7 +397,7 @@ def test_seeds_give_every_vertex_its_rate_before_any_window():
     estimate = model.estimate(graph, [], 2, 4)
     # op1 carries 1,000 source rps per subtask, op2 4,000 / 8 = 500: op2 binds at every scale-out
     assert estimate.per_scaleout_rps == pytest.approx({n: 500.0 * n for n in range(1, 5)})
-    assert estimate.bottleneck == "op2" and estimate.sources[4] == "observed"
+    assert estimate.bottleneck_id == "v2" and estimate.sources[4] == "observed"
     assert not model.seeds
 
 

@@ -220,3 +220,26 @@ def test_a_window_the_loop_cannot_trust_teaches_no_model(rate_rps, cpu, parallel
     job_samples = sum(line.stats.n for line in knowledge.capacity.workers.values())
     learned = (job_samples > 0, bool(knowledge.dag.rates), bool(knowledge.dag.saturated))
     assert learned == (learns, learns, learns)
+
+
+def test_the_bottleneck_is_named_by_its_vertex_not_a_name_another_shares():
+    """Flink names vertices by their operators, so two `Map`s are common: the reason quoted the first
+    `Map`'s utilization (20%) for the second, which binds busy all the time."""
+    graph = JobGraph(
+        (JobVertex("v0", "Source", 1, 1), JobVertex("v1", "Map", 1, 128), JobVertex("v2", "Map", 1, 128)),
+        (JobEdge("v0", "v1", "FORWARD"), JobEdge("v1", "v2", "REBALANCE")),
+    )
+    stamps = np.arange(405.0, 465.0, 5.0)
+    n = len(stamps)
+    subtasks = tuple(
+        SubtaskSeries(vertex, 0, "tm-0", stamps, *(np.full(n, v) for v in (200.0, 200.0, busy, held, 0.0)))
+        for vertex, busy, held in (("v0", 100.0, 900.0), ("v1", 200.0, 800.0), ("v2", 1000.0, 0.0))
+    )
+    observation = Observation(
+        460.0, 60.0, stamps, np.full(n, 200.0), (), 0.0, 1, 4_000.0, job_graph=graph, subtasks=subtasks
+    )
+    saturated = True  # behind its load: the measured rates bind, not the cores' prior
+    view = analyse_vertices(
+        observation, DagModel(DagSettings()), CoreModel(), {1: 5000.0}, {1: "observed"}, 1, 2, {}, saturated
+    )
+    assert view.model == "dag" and "at busy 100%" in view.reason
