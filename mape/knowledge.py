@@ -155,6 +155,23 @@ class Knowledge:
         self.last_target_scaleout = target_scaleout
         self.rescale_times_s.append(time_s)
 
+    def rescales_after_now(self, now_s: float) -> float:
+        """Seconds by which the latest recorded rescale lies after `now_s` (0 when none does), having moved
+        every such record to `now_s`. A clock stepped back (or a store from a host whose clock ran ahead)
+        left the stabilization reading a negative age and holding until the clock caught up (an hour's
+        step: an hour's hold, a surge foreseen or not); as far as this clock knows, they just happened."""
+        ahead_s = max(
+            (t - now_s for t in (*self.rescale_times_s, self.last_rescale_s or -math.inf)), default=0.0
+        )
+        if not ahead_s > 0:
+            return 0.0
+        self.rescale_times_s = deque(
+            (min(t, now_s) for t in self.rescale_times_s), self.rescale_times_s.maxlen
+        )
+        if self.last_rescale_s is not None:
+            self.last_rescale_s = min(self.last_rescale_s, now_s)
+        return ahead_s
+
     def rescales_since(self, time_s: float) -> int:
         """Rescales executed after `time_s`."""
         return sum(1 for t in self.rescale_times_s if t > time_s)

@@ -143,6 +143,15 @@ class MapeLoop:
         started = time.perf_counter()
         result = IterationResult(now_s)
         knowledge = self.knowledge
+        ahead_s = knowledge.rescales_after_now(now_s)
+        if ahead_s:
+            self.log.warning(
+                "rescale-recorded-after-now",
+                time_s=now_s,
+                ahead_s=round(ahead_s, 3),
+                reason="the clock stepped back (or the store comes from a clock ahead): the recorded "
+                "rescales are taken as just happened",
+            )
         try:
             result.observation = self.source.observe(now_s, self.window_s)
         except Exception as error:  # a backend failure must not kill the loop

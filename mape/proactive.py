@@ -144,7 +144,7 @@ class ProactivePolicy:
             if not capacity > average:
                 continue
             recovery_s = a.recovery_s.get(scaleout, math.inf)
-            if recovery_s > self.recovery_target_s:
+            if not 0 <= recovery_s <= self.recovery_target_s:  # NaN passed a plain `>`
                 skipped.append(
                     f"{scaleout}: recovery {recovery_s:.0f} s > target {self.recovery_target_s:.0f} s"
                 )
@@ -276,6 +276,8 @@ class ProactivePolicy:
         def restart_ws(direction: Direction, workers: int) -> float:
             downtime_s = knowledge.downtime.estimate(direction)
             per_worker_rps = a.capacity(workers) / workers
+            if not per_worker_rps > 0:  # no rate to replay at (a capacity of 0): no restart pays
+                return math.inf
             replay_ws = rate * (downtime_s + self._replay_s(direction)) / per_worker_rps
             return downtime_s * workers + replay_ws
 

@@ -40,36 +40,44 @@ def events(logs: list[dict], name: str) -> list[dict]:
 # -- 1: explosive forecasts ---------------------------------------------------------------------------
 
 
-def test_a_model_forecasting_an_explosive_level_is_refused_and_the_fallback_serves():
-    fit = RecordingFit(make=lambda y, call: ConstantModel(y, level=1e30))
+EXPLOSIVE = pytest.mark.parametrize(
+    ("level", "says"), [(1e30, "above the cap"), (np.nan, "not finite")], ids=["1e30", "nan"]
+)
+
+
+@EXPLOSIVE
+def test_a_model_forecasting_an_explosive_level_is_refused_and_the_fallback_serves(level, says):
+    fit = RecordingFit(make=lambda y, call: ConstantModel(y, level=level))
     driver = Driver(forecaster(fit), flat(1000.0))
     with capture_logs() as logs:
         forecasts = [driver.step() for _ in range(10)]
     assert fit.calls  # a fit ran and returned the explosive model
     assert all(f.model == "linear" for f in forecasts)
     assert max(f.planned_rps.max() for f in forecasts) == pytest.approx(1000.0)
-    assert "above the cap" in events(logs, "forecast_model_refused")[0]["error"]
+    assert says in events(logs, "forecast_model_refused")[0]["error"]
 
 
 class ExplodingModel(PersistenceModel):
-    """Tracks the data until `explode` is set, then forecasts 1e30 (finite) rps."""
+    """Tracks the data until `explode` is set to a level (1e30: finite; NaN), then forecasts it."""
 
-    explode = False
+    explode: float | None = None
 
     def predict(self, n_periods, X=None):
-        return np.full(n_periods, 1e30 if ExplodingModel.explode else self.received[-1])
+        explode = ExplodingModel.explode
+        return np.full(n_periods, self.received[-1] if explode is None else explode)
 
 
-def test_a_running_model_that_turns_explosive_is_not_served(monkeypatch):
-    monkeypatch.setattr(ExplodingModel, "explode", False)
+@EXPLOSIVE
+def test_a_running_model_that_turns_explosive_is_not_served(monkeypatch, level, says):
+    monkeypatch.setattr(ExplodingModel, "explode", None)
     driver = Driver(forecaster(RecordingFit(make=lambda y, call: ExplodingModel(y))), flat(1000.0))
     driver.step_until(lambda f: f.model == "explodingmodel")
-    monkeypatch.setattr(ExplodingModel, "explode", True)
+    monkeypatch.setattr(ExplodingModel, "explode", level)
     with capture_logs() as logs:
         forecast = driver.step()
     assert forecast.model == "linear"
     assert forecast.planned_rps.max() == pytest.approx(1000.0)
-    assert "above the cap" in events(logs, "forecast_predict_failed")[0]["error"]
+    assert says in events(logs, "forecast_predict_failed")[0]["error"]
 
 
 def test_the_linear_fallback_never_forecasts_above_the_largest_valid_rate():

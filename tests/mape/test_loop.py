@@ -240,3 +240,19 @@ def test_capacity_estimate_tracks_the_twin_truth(scaleout):
             errors.append(abs(estimate - truth) / truth)
     assert len(errors) > 300
     assert np.median(errors) < 0.05
+
+
+def test_a_rescale_recorded_after_now_is_taken_as_just_happened():
+    """A clock stepped back an hour left the last rescale 3,600 s in the future: the stabilization read
+    "last rescale -3600 s ago" and held every decision but a surge until the clock caught up."""
+    config = Config.model_validate(
+        {"twin": {"initial_scaleout": 18}, "scaling": {"stabilization_s": 180, "necessary_window_s": 0}}
+    )
+    world, loop = _twin_loop(config, KnowledgeStore(":memory:"))
+    loop.knowledge.record_rescale(3_660.0, 18)
+    with capture_logs() as events:
+        results = _warm(world, loop, 900.0)
+    assert [e["ahead_s"] for e in events if e["event"] == "rescale-recorded-after-now"] == [3_600.0]
+    ages = [r.decision.reasons[0] for r in results if r.decision.rule == "stabilization"]
+    assert ages[:2] == ["last rescale 60 s ago < 180 s", "last rescale 120 s ago < 180 s"]
+    assert any(r.executed and r.decision.target_scaleout < 18 for r in results)  # 18 is far too many

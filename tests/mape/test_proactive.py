@@ -265,3 +265,23 @@ def test_predictions_are_lowered_by_the_model_s_track_record_the_running_capacit
     # the running scale-out's capacity is measured: 3 at 28.5k stays valid whatever the track record
     running = dataclasses.replace(_assessment(28_500, forecast, current=3), capacity_overestimate=1.1)
     assert _policy().propose(running, _knowledge())[:2] == (3, "current-valid")
+
+
+def test_a_recovery_time_that_is_no_number_never_makes_a_candidate_valid():
+    """NaN passed `recovery > target`: a scale-in 8 → 2 on "recovery nan s", where the smallest
+    scale-out whose recovery is known to meet the target is 4."""
+    unknown = {n: (math.nan if n < 4 else 60.0) for n in range(1, 13)}
+    target, rule, reasons = _policy().propose(
+        _assessment(15_000, 15_000.0, current=8, recovery=unknown), _knowledge()
+    )
+    assert target == 4 and rule == "long-lived"
+    assert any("recovery nan s" in r for r in reasons)
+
+
+def test_a_running_capacity_of_zero_makes_no_scale_in_pay_instead_of_dividing_by_it():
+    """The scale-in's cost divided by the running scale-out's rate per worker: ZeroDivisionError every
+    iteration, the memory-aware policy's too."""
+    assessment = _assessment(15_000, np.r_[np.full(400, 15_000.0), np.full(500, 35_000.0)], current=8)
+    assessment = dataclasses.replace(assessment, capacities_rps={**assessment.capacities_rps, 8: 0.0})
+    worth, why = _policy().scale_in_pays(assessment, _knowledge(), 2, assessment.forecast_rps)
+    assert not worth and "costs inf" in why
