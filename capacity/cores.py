@@ -34,10 +34,13 @@ import numpy as np
 import structlog
 
 from capacity.dag import CONTENDED_SHARE, DagModel
-from capacity.model import CapacitySettings
+from capacity.model import MAX_CPU, CapacitySettings
 from capacity.regression import RegressionStats
 from capacity.subtask_windows import SubtaskWindow
 from messages.types import JobGraph
+
+MAX_BUSY = 1024.0
+"""Above the busy seconds per second a TaskManager's subtasks can add up to: the bound stored sums are judged by."""
 
 _MAX_UNKNOWN_BUSY = 0.1
 """Share of the busy time that may come from vertices whose rates are not known yet (a sink that is never
@@ -220,8 +223,9 @@ class CoreModel:
             model.stats = RegressionStats.from_dict(data["stats"])
         model.overhead_busy = float(data.get("overhead_busy", 0.0))
         st = model.stats
-        sums = (st.mean_x, st.mean_y, st.m2_x, st.m2_y, st.c_xy, model.overhead_busy)
-        if not all(map(math.isfinite, sums)) or min(st.n, st.m2_x, st.m2_y, model.overhead_busy) < 0:
+        if not (
+            math.isfinite(model.overhead_busy) and model.overhead_busy >= 0 and st.within(MAX_BUSY, MAX_CPU)
+        ):
             raise ValueError(f"sums no windows give: {data}"[:200])
         return model
 

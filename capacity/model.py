@@ -43,7 +43,12 @@ import numpy as np
 
 from capacity.regression import RegressionStats
 from capacity.rows import RowGroups, stacked
-from messages.types import WorkerSeries
+from config.schema import FLINK_MAX_PARALLELISM
+from messages.types import MAX_RATE_RPS, WorkerSeries
+
+MAX_CPU = 16.0
+"""Above any CPU load a worker reports (a 0..1 gauge per core, the plausibility check allows 2× its cores):
+the bound stored sums are judged by."""
 
 
 @dataclass(frozen=True)
@@ -400,21 +405,27 @@ class CapacityModel:
 
     @classmethod
     def from_dict(cls, data: dict, settings: CapacitySettings | None = None) -> CapacityModel:
+        """The model `to_dict` wrote; ValueError for sums or capacities no windows can give (a capacity of
+        10^300 at one worker took the job to 1 and back to 18): the knowledge starts this part fresh."""
         model = cls(settings)
         for worker_id, known in data.get("workers", {}).items():
-            model.workers[worker_id] = _WorkerKnowledge(
-                RegressionStats.from_dict(known["stats"]), float(known["last_seen_s"])
-            )
+            stats = RegressionStats.from_dict(known["stats"])
+            if not stats.within(MAX_CPU, MAX_RATE_RPS):
+                raise ValueError(f"worker {worker_id}: sums no windows give")
+            model.workers[worker_id] = _WorkerKnowledge(stats, float(known["last_seen_s"]))
         retired = data.get("retired", {})
         model.retired_n = int(retired.get("n", 0))
         model.retired_m2_x = float(retired.get("m2_x", 0.0))
         model.retired_m2_y = float(retired.get("m2_y", 0.0))
         model.retired_c_xy = float(retired.get("c_xy", 0.0))
         for n, seen in data.get("observed", {}).items():
-            model.observed[int(n)] = _ScaleoutKnowledge(
+            known = _ScaleoutKnowledge(
                 float(seen["capacity_rps"]),
                 float(seen["updated_s"]),
                 int(seen["estimates"]),
                 bool(seen["reliable"]),
             )
+            if not (1 <= int(n) <= FLINK_MAX_PARALLELISM and 0 < known.capacity_rps <= MAX_RATE_RPS):
+                raise ValueError(f"a capacity of {known.capacity_rps} rps at scale-out {n}")
+            model.observed[int(n)] = known
         return model

@@ -130,6 +130,17 @@ class RegressionStats:
             "c_xy": self.c_xy,
         }
 
+    def within(self, top_x: float, top_y: float) -> bool:
+        """Whether samples of x in [0, top_x] and y in [0, top_y] can give these sums: finite, the means
+        within the ranges, each spread at most its range's, and a covariance the spreads allow."""
+        sums = (self.n, self.mean_x, self.mean_y, self.m2_x, self.m2_y, self.c_xy)
+        if not all(map(math.isfinite, sums)) or min(self.n, self.m2_x, self.m2_y) < 0:
+            return False
+        if not (0 <= self.mean_x <= top_x and 0 <= self.mean_y <= top_y):
+            return False
+        spread_ok = self.m2_x <= self.n * top_x**2 and self.m2_y <= self.n * top_y**2
+        return spread_ok and self.c_xy**2 <= self.m2_x * self.m2_y * (1 + 1e-9) + 1e-12
+
     @classmethod
     def from_dict(cls, data: dict) -> RegressionStats:
         n = float(data["n"])  # a faded count is a weight; a whole one stays an int

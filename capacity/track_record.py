@@ -87,7 +87,8 @@ class CapacityTrackRecord:
         record = cls(
             int(data.get("window", 20)), float(data.get("quantile", 0.9)), float(data.get("settle_s", 120.0))
         )
-        record.ratios.extend(float(r) for r in data.get("ratios", []))
+        ratios = [float(r) for r in data.get("ratios", [])]
+        record.ratios.extend(r for r in ratios if RATIO_BOUNDS[0] <= r <= RATIO_BOUNDS[1])  # as learned
         pending = data.get("pending")
         if pending is not None:
             record._pending = _Pending(float(pending[0]), int(pending[1]), float(pending[2]))

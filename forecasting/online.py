@@ -619,7 +619,10 @@ class WorkloadForecaster:
         forecaster._model = model
         forecaster._fed_until = int(state["fed_until"])
         forecaster._iteration = int(state["iteration"])
-        forecaster._next_fit_iteration = int(state["next_fit_iteration"])
+        # never later than a back-off from now: 10^12 stored kept every fit away for good
+        forecaster._next_fit_iteration = min(
+            int(state["next_fit_iteration"]), forecaster._iteration + settings.retrain_after_poor
+        )
         if state["fit_in_flight"]:
             forecaster._next_fit_iteration = forecaster._iteration
             forecaster._retrain_wanted = forecaster._model is not None
@@ -631,7 +634,10 @@ class WorkloadForecaster:
         forecaster._restore_judgement(state)
         for name in ("last_model_forecast", "last_forecast"):
             if state[name] is not None:
-                setattr(forecaster, f"_{name}", Forecast.from_dict(state[name]))
+                try:  # only judged and compared with, never planned on: a damaged one is dropped alone
+                    setattr(forecaster, f"_{name}", Forecast.from_dict(state[name]))
+                except (KeyError, TypeError, ValueError) as exc:
+                    _emit("warning", "forecast_not_restored", forecast=name, error=repr(exc)[:300])
         return forecaster
 
     def _restore_judgement(self, state: dict[str, Any]) -> None:

@@ -135,15 +135,28 @@ class Forecast:
 
     @classmethod
     def from_dict(cls, data: dict) -> Forecast:
+        """A stored forecast; ValueError unless its rates are what a forecaster serves: one finite rate ≥ 0
+        per second (an upper bound shorter than its rates failed every analysis after a restart)."""
+        rates = _rates(data["rates_rps"], None)
+        start_s = float(data["start_s"])
+        if not math.isfinite(start_s):
+            raise ValueError(f"a forecast starting at {start_s}")
         return cls(
-            start_s=float(data["start_s"]),
-            rates_rps=np.asarray(data["rates_rps"], dtype=float),
+            start_s=start_s,
+            rates_rps=rates,
             model=str(data["model"]),
             reason=str(data["reason"]),
             last_wape=None if data["last_wape"] is None else float(data["last_wape"]),
             poor_streak=int(data["poor_streak"]),
-            central_rps=None
-            if data.get("central_rps") is None
-            else np.asarray(data["central_rps"], dtype=float),
-            upper_rps=None if data.get("upper_rps") is None else np.asarray(data["upper_rps"], dtype=float),
+            central_rps=None if data.get("central_rps") is None else _rates(data["central_rps"], len(rates)),
+            upper_rps=None if data.get("upper_rps") is None else _rates(data["upper_rps"], len(rates)),
         )
+
+
+def _rates(values: object, length: int | None) -> np.ndarray:
+    rates = np.asarray(values, dtype=float)
+    if rates.ndim != 1 or not len(rates) or (length is not None and len(rates) != length):
+        raise ValueError(f"{rates.shape} rates where {length or 'some'} were saved")
+    if not (np.isfinite(rates).all() and (rates >= 0).all()):
+        raise ValueError("rates that are no finite rate ≥ 0")
+    return rates

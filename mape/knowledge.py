@@ -249,7 +249,9 @@ class Knowledge:
                 ),
                 fresh_forecaster,
             ),
-            downtime=part("downtime", DowntimeModel.from_dict, fresh_downtime),
+            downtime=part(
+                "downtime", lambda data: DowntimeModel.from_dict(data, fresh_downtime()), fresh_downtime
+            ),
             recovery=part(
                 "recovery",
                 lambda data: RecoveryMonitor.from_dict(data, settings.executor(), **monitor_options),
@@ -339,11 +341,19 @@ def _loop(loop: dict[str, Any]) -> dict[str, Any]:
     return {
         "iteration": int(loop.get("iteration", 0)),
         "last_time_s": loop.get("last_time_s"),
-        "last_rescale_s": loop.get("last_rescale_s"),
+        "last_rescale_s": None if loop.get("last_rescale_s") is None else _finite(loop["last_rescale_s"]),
         "last_target_scaleout": loop.get("last_target_scaleout"),
-        "rescale_times_s": [float(t) for t in loop.get("rescale_times_s", [])],
+        "rescale_times_s": [_finite(t) for t in loop.get("rescale_times_s", [])],
         "seeded_for": tuple(sorted(seeded_for)) if seeded else None,
     }
+
+
+def _finite(value: Any) -> float:
+    """A stored time as a float; one that is no finite number fails its part."""
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{value!r} is no finite time")
+    return number
 
 
 def _rescales(entries: list, log: structlog.typing.FilteringBoundLogger | None) -> list[CompletedRescale]:

@@ -97,10 +97,11 @@ class Ledger:
         self.samples.update(samples)
         if _finite(observation.backlog_records):
             self.backlogs.append((observation.time_s, float(observation.backlog_records)))
-        oldest_s = observation.time_s - LEDGER_HORIZON_S
-        while self.backlogs and self.backlogs[0][0] < oldest_s:
-            self.backlogs.popleft()
-        for time_s in [t for t in self.samples if t < oldest_s]:
+        now_s = observation.time_s
+        oldest_s = now_s - LEDGER_HORIZON_S
+        # entries after now (a clock stepped back) go too: one at the head kept every later one forever
+        self.backlogs = deque(b for b in self.backlogs if oldest_s <= b[0] <= now_s)
+        for time_s in [t for t in self.samples if not oldest_s <= t <= now_s]:
             del self.samples[time_s]
 
     def median_input_rps(self, since_s: float) -> float:

@@ -149,10 +149,10 @@ class VertexKnowledge:
         graph = data.get("graph")
         cpu = data.get("cpu_per_busy")
         return cls(
-            DowntimeModel.from_dict(data["downtime"]),
+            DowntimeModel.from_dict(data["downtime"], DowntimeModel(prior_s, prior_s, window)),
             None if graph is None else _graph_of(graph),
-            math.nan if cpu is None else float(cpu),
-            {str(k): float(v) for k, v in (data.get("cpu_per_busy_by_vertex") or {}).items()},
+            math.nan if cpu is None else _stored_share(cpu),
+            {str(k): _stored_share(v) for k, v in (data.get("cpu_per_busy_by_vertex") or {}).items()},
             int(data.get("rescales_learned", 0)),
         )
 
@@ -234,6 +234,15 @@ def _cpu_in_span(busy: float, used: float, idle_cpu: float, saturation_cpu: floa
 def _plausible_share(share: float) -> float:
     """A CPU per busy second within what one busy thread can cost (a waiting sink: little; one core: 1)."""
     return min(max(share, 0.02), 2.0)
+
+
+def _stored_share(value: object) -> float:
+    """A stored CPU per busy second, held to what one could be learned as (10^6 took every vertex to its
+    maximum; a NaN stayed NaN, smoothing kept it): ValueError for one that is no number."""
+    share = float(value)  # type: ignore[arg-type]
+    if not math.isfinite(share):
+        raise ValueError(f"a CPU per busy second of {share}")
+    return _plausible_share(share)
 
 
 def _median_share(busy: dict[str, dict[str, float]], cpu: dict[str, float]) -> float:

@@ -19,6 +19,9 @@ DIRECTIONS: tuple[Direction, ...] = ("out", "in")
 
 PRIOR_WEIGHT = 2
 """Pseudo-observations the initial value counts as: one outlier then meets two votes for the prior."""
+MAX_DOWNTIME_S = 3600.0
+"""Longer is no rescale's downtime but a job that failed: three such stored ones made every candidate's
+recovery exceed the target, and the plan held the largest scale-out."""
 
 
 def direction_of(current_scaleout: int, target_scaleout: int) -> Direction:
@@ -52,9 +55,10 @@ class DowntimeModel:
         return float(np.median(values))
 
     def observe(self, direction: Direction, downtime_s: float) -> None:
-        """Record one observed downtime; NaN, infinite or negative values (nothing was measured) are ignored."""
+        """Record one observed downtime; NaN, negative or longer than `MAX_DOWNTIME_S` (nothing was
+        measured, or no rescale) are ignored."""
         direction = _checked(direction)
-        if math.isfinite(downtime_s) and downtime_s >= 0:
+        if 0 <= downtime_s <= MAX_DOWNTIME_S:
             self._observed_s[direction].append(float(downtime_s))
 
     def observations_s(self, direction: Direction) -> list[float]:
@@ -70,8 +74,13 @@ class DowntimeModel:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> DowntimeModel:
-        model = cls(float(data["initial_out_s"]), float(data["initial_in_s"]), int(data["window"]))
+    def from_dict(cls, data: dict[str, Any], configured: DowntimeModel | None = None) -> DowntimeModel:
+        """The stored observations; the initial downtimes and the window from `configured` where given
+        (the configuration, which the stored ones overrode after a change)."""
+        if configured is not None:
+            model = cls(configured.initial_s["out"], configured.initial_s["in"], configured.window)
+        else:
+            model = cls(float(data["initial_out_s"]), float(data["initial_in_s"]), int(data["window"]))
         for direction in DIRECTIONS:
             for value in data.get("observed_s", {}).get(direction, []):
                 model.observe(direction, float(value))

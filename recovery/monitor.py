@@ -26,6 +26,8 @@ from recovery.normal import NormalBehaviour
 from recovery.tracker import SETTLE_SAMPLES, ObservedRecovery, RecoveryTracker
 
 _log = structlog.get_logger(__name__)
+STEPPED_BACK_S = 600.0
+"""A batch this far behind the last sample seen comes from a clock that stepped back, not an overlap."""
 
 
 class RecoveryMonitor:
@@ -118,8 +120,8 @@ class RecoveryMonitor:
             monitor._tracker = monitor._tracker_cls.from_dict(
                 data["tracker"], monitor._normal, **monitor._settings
             )
-        monitor._last_timestamp_s = data.get("last_timestamp_s")
-        monitor._quiet_until_s = data.get("quiet_until_s")
+        monitor._last_timestamp_s = _time(data.get("last_timestamp_s"))
+        monitor._quiet_until_s = _time(data.get("quiet_until_s"))
         monitor._snapshot = monitor._state()
         return monitor
 
@@ -177,6 +179,16 @@ class RecoveryMonitor:
         order = np.argsort(times, kind="stable")
         times, workload, throughput = times[order], workload[order], throughput[order]
         fresh = np.isfinite(times)
+        newest_s = float(times[fresh].max()) if fresh.any() else math.nan
+        if self._last_timestamp_s is not None and newest_s < self._last_timestamp_s - STEPPED_BACK_S:
+            # a clock stepped back (or a store from a clock ahead) dropped every later sample as seen,
+            # and nothing was learned again: start counting from these
+            _log.warning(
+                "recovery_monitor_clock_behind", last_seen_s=self._last_timestamp_s, newest_s=newest_s
+            )
+            self._last_timestamp_s = None
+            if self._quiet_until_s is not None and self._quiet_until_s > newest_s + STEPPED_BACK_S:
+                self._quiet_until_s = None
         if self._last_timestamp_s is not None:
             fresh &= times > self._last_timestamp_s  # overlapping windows: each sample counts once
         times, workload, throughput = times[fresh], workload[fresh], throughput[fresh]
@@ -225,3 +237,11 @@ class RecoveryMonitor:
             "last_timestamp_s": self._last_timestamp_s,
             "quiet_until_s": self._quiet_until_s,
         }
+
+
+def _time(value: Any) -> float | None:
+    """A stored sample time; None for none, and for one that is no finite number."""
+    if value is None:
+        return None
+    time_s = float(value)
+    return time_s if math.isfinite(time_s) else None
