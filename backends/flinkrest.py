@@ -99,10 +99,11 @@ class FlinkRest:
             raise GraphUnavailable(
                 f"Flink REST API {self.url}: unexpected answer ({error!r:.120})"
             ) from error
+        graph = _topological(vertices, edges)
         missing = sorted({v.vertex_id for v in vertices} - planned)
         if missing:  # its inputs unknown, such a vertex would pass for a source
             raise GraphUnavailable(f"the plan leaves out vertices the job has: {missing}")
-        return _topological(vertices, edges)
+        return graph
 
     def _live_job(self) -> dict | None:
         """The newest job that has not ended (in reactive mode: the only one)."""

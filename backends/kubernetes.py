@@ -448,8 +448,16 @@ class DeploymentTaskManagers:
         surplus = replicas - count
         if surplus <= 0:
             return True
-        free_ids = {tm for tm, tasks in self.rest.taskmanager_tasks().items() if tasks == 0}
-        free = [p for p in self.retry(self._pods) if _taskmanager_of(p, free_ids)][:surplus]
+        tasks = self.rest.taskmanager_tasks()
+        free_ids = {tm for tm, count in tasks.items() if count == 0}
+        busy_ids = set(tasks) - free_ids
+        # a pod matched to a busy TaskManager too is not free: a container restarted in place keeps its
+        # IP, and Flink lists its dead registration (0 tasks) beside the new one until the heartbeat ends
+        free = [
+            p
+            for p in self.retry(self._pods)
+            if _taskmanager_of(p, free_ids) and not _taskmanager_of(p, busy_ids)
+        ][:surplus]
         for pod in free:
             self.retry(
                 lambda pod=pod: self.core.patch_namespaced_pod(

@@ -267,7 +267,6 @@ class VertexExecution:
         if taskmanagers < 1:
             raise RescaleRejected(f"the plan asks for {taskmanagers} TaskManagers")
         self.pool.grow_to(taskmanagers)
-        self.keep_taskmanagers = taskmanagers
         self.requested = None
         self.waiting = (dict(vertex_parallelism), taskmanagers)
         try:
@@ -308,3 +307,6 @@ class VertexExecution:
             return
         self.waiting = None
         self.requested = self.rescaler.request(targets)
+        # only a rescale Flink accepted releases TaskManagers: one it refused left the job as it ran, and
+        # its smaller count stopped TaskManagers the job needed at its next failover
+        self.keep_taskmanagers = taskmanagers

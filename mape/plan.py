@@ -37,6 +37,10 @@ class Proposal:
     """Per-vertex granularity: vertex id → parallelism; `scaleout` then counts the TaskManagers."""
     vertex_rules: dict[str, str] | None = None
     current_vertex_parallelism: dict[str, int] | None = None
+    current_taskmanagers: int | None = None
+    """Per-vertex granularity: the TaskManagers the running parallelism needs, what `scaleout` is compared
+    with (the assessment's scale-out is the widest vertex's: with 2 slots per TaskManager a plan that kept
+    every vertex read as a scale-in and went out as a whole-job `scale_to`)."""
 
 
 @runtime_checkable
@@ -94,6 +98,7 @@ class GuardedPlan:
             return made
         return replace(
             made,
+            current_scaleout=proposal.current_taskmanagers or made.current_scaleout,
             target_vertex_parallelism=dict(proposal.vertex_parallelism),
             current_vertex_parallelism=dict(proposal.current_vertex_parallelism or {}),
             vertex_rules=dict(proposal.vertex_rules or {}),

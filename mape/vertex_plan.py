@@ -713,6 +713,9 @@ class _Context:
             vertex_parallelism=dict(config.parallelism),
             vertex_rules=dict(by_vertex),
             current_vertex_parallelism=self.current,
+            current_taskmanagers=taskmanagers_for(
+                slots_needed(self.current, self.sizing.groups), self.slots_per_taskmanager
+            ),
         )
 
 

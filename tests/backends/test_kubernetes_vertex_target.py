@@ -21,6 +21,7 @@ from backends.kubernetes import (
     KubernetesVertexTarget,
     NotLeader,
 )
+from backends.vertex_rescale import RescaleRequestFailed
 from tests.backends.fake_http import FakeServer
 from tests.backends.kube_emulator import TM_LABELS, KubeEmulator
 
@@ -245,3 +246,44 @@ def test_a_failing_patch_of_the_flinkdeployment_is_retried_like_the_job_level_on
     KubernetesVertexTarget(resource, flink.rest, 2, 0.001).scale_vertices({A: 1, B: 3}, 3, now_s=0.0)
     assert configuration()[OVERRIDES_KEY] == f"{A}:1,{B}:3"
     flink.server.close()
+
+
+def test_a_pod_whose_taskmanager_holds_tasks_is_never_taken_for_free():
+    """A TaskManager container restarted inside its pod keeps the pod's IP, and Flink lists its dead
+    registration (0 tasks, until the heartbeat times out) beside the new one: matched by IP, the busy pod
+    was marked free and the Deployment scaled in under a running task."""
+    with KubeEmulator() as kube:
+        kube.create_deployment(NS, NAME, replicas=2)
+        _pod(kube, "tm-0", "10.0.0.1")
+        _pod(kube, "tm-1", "10.0.0.2")
+        registrations = {"10.0.0.1:6122-dead01": 0, "10.0.0.1:6122-new002": 2, "10.0.0.2:6122-bbbbbb": 2}
+        flink = FakeJobManager({"a" * 32: 2}, registrations)
+        target = _deployment_target(kube, flink)
+        target.execution.keep_taskmanagers = 1  # a finished scale-down whose surplus is not free yet
+        target.execution.advance()
+        core = client.CoreV1Api(kube.api())
+        costs = [
+            (core.read_namespaced_pod(p, NS).metadata.annotations or {}).get(DELETION_COST)
+            for p in ("tm-0", "tm-1")
+        ]
+        assert kube.replicas(NS, NAME) == 2 and costs == [None, None]
+        flink.server.close()
+
+
+def test_a_scale_down_flink_refused_stops_no_taskmanager_later():
+    """The count to keep was set before the PUT and never cleared when Flink refused it (503): at the
+    job's next failover, when every TaskManager shows no task for a moment, one the job needed was stopped."""
+    a, b = "a" * 32, "b" * 32
+    with KubeEmulator() as kube:
+        kube.create_deployment(NS, NAME, replicas=2)
+        _pod(kube, "tm-0", "10.0.0.1")
+        _pod(kube, "tm-1", "10.0.0.2")
+        flink = FakeJobManager({a: 2, b: 2}, {"10.0.0.1:6122-aaaaaa": 2, "10.0.0.2:6122-bbbbbb": 2})
+        target = _deployment_target(kube, flink)
+        flink.put_status = (503, {"errors": ["Service temporarily unavailable"]})
+        with pytest.raises(RescaleRequestFailed):
+            target.scale_vertices({a: 1, b: 1}, 1, now_s=0.0)
+        flink.taskmanagers = {"10.0.0.1:6122-aaaaaa": 0, "10.0.0.2:6122-bbbbbb": 0}  # a failover
+        target.execution.advance()
+        assert kube.replicas(NS, NAME) == 2
+        flink.server.close()

@@ -555,3 +555,13 @@ def test_a_saturated_job_carries_what_it_shows_and_a_backlog_that_does_not_drain
     )
     proposal = policy().propose_configuration(saturated, knowledge)
     assert proposal.rule != "vertex-only-if-necessary" and proposal.vertex_parallelism["map"] > 4
+
+
+def test_a_plan_that_keeps_every_vertex_is_a_hold_with_several_slots_per_taskmanager():
+    """The decision compared the TaskManagers it wants (2: 4 slots at 2 a TaskManager) with the widest
+    vertex (4): a scale-in, which went out as a whole-job `scale_to(2)`, was counted as a rescale and
+    followed until the readiness timeout, every iteration the plan kept the configuration."""
+    plan = GuardedPlan(policy(slots_per_taskmanager=2), 1, 32, 600.0)
+    decision = plan.decide(assessment(3_500.0), knowledge_with(FakeDag()))
+    assert decision.rule == "vertex-current-valid" and not decision.changes_vertices
+    assert (decision.current_scaleout, decision.target_scaleout, decision.action) == (2, 2, "hold")
