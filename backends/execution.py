@@ -72,6 +72,9 @@ class RescaleFollower:
         self.log = log or structlog.get_logger("foresail.rescale")
         self.on_outcome = on_outcome
         self.pending: PendingRescale | None = None
+        self.acting = True
+        """False while foresail only recommends (paused, or blocked by another autoscaler): a per-vertex
+        rescale is then followed, but its deferred PUT is not sent and no TaskManager is stopped."""
         self._adopted = False
         self.completed: list[CompletedRescale] = []
         """Per-vertex rescales finished since the last `take_completed`."""
@@ -129,8 +132,13 @@ class RescaleFollower:
     def _check_vertices(self, now_s: float, execution: VertexExecution) -> str | None:
         """Moves a per-vertex rescale on; a problem text while it is in progress."""
         pending = self.pending
+        if not self.acting and execution.waiting is not None:
+            execution.abandon()  # not PUT yet: the plan decides again once foresail may act
+            if pending is not None:
+                self._finish("dropped", now_s - pending.since_s, pending, reason="paused before its PUT")
+            return None
         try:
-            completed = execution.advance()
+            completed = execution.advance(act=self.acting)
         except Exception as error:  # a refused PUT leaves nothing to follow; an unreachable API, a retry
             completed = None
             self.log.warning("vertex-rescale-step-failed", error=described(error))
@@ -197,6 +205,14 @@ class FollowedTarget:
         self.follower = follower
         self.recommend_only = recommend_only
         self.log = log or structlog.get_logger("foresail.target")
+
+    @property
+    def recommend_only(self) -> bool:
+        return not self.follower.acting
+
+    @recommend_only.setter
+    def recommend_only(self, value: bool) -> None:
+        self.follower.acting = not value
 
     def scale_to(self, scaleout: int, now_s: float) -> None:
         if self.recommend_only:

@@ -275,15 +275,17 @@ class VertexExecution:
             self.waiting = None  # failed here, the rescale is not followed: it must not be PUT later either
             raise
 
-    def advance(self) -> CompletedRescale | None:
-        """Moves the rescale on (see the class docstring); the completed rescale, once, when it finishes."""
-        self._request_when_registered()
+    def advance(self, act: bool = True) -> CompletedRescale | None:
+        """Moves the rescale on (see the class docstring); the completed rescale, once, when it finishes.
+        Without `act` (foresail only recommends) it follows only: no PUT, no TaskManager stopped."""
+        if act:
+            self._request_when_registered()
         completed = None
         if self.requested is not None:
             completed = self.rescaler.finished(self.requested)
             if completed is not None:
                 self.requested = None
-        if self.idle() and self.keep_taskmanagers is not None:
+        if act and self.idle() and self.keep_taskmanagers is not None:
             try:
                 if self.pool.shrink_to(self.keep_taskmanagers):
                     self.keep_taskmanagers = None

@@ -9,9 +9,11 @@ import json
 import time
 from collections.abc import Callable
 
+import numpy as np
 import pytest
 from kubernetes import client
 
+from backends.execution import FollowedTarget, FollowingSource, RescaleFollower
 from backends.flinkrest import FlinkRest
 from backends.kubernetes import (
     DELETION_COST,
@@ -22,6 +24,7 @@ from backends.kubernetes import (
     NotLeader,
 )
 from backends.vertex_rescale import RescaleRequestFailed
+from messages.types import Observation
 from tests.backends.fake_http import FakeServer
 from tests.backends.kube_emulator import TM_LABELS, KubeEmulator
 
@@ -286,4 +289,39 @@ def test_a_scale_down_flink_refused_stops_no_taskmanager_later():
         flink.taskmanagers = {"10.0.0.1:6122-aaaaaa": 0, "10.0.0.2:6122-bbbbbb": 0}  # a failover
         target.execution.advance()
         assert kube.replicas(NS, NAME) == 2
+        flink.server.close()
+
+
+class _Observed:
+    def observe(self, now_s: float, window_s: float) -> Observation:
+        return Observation(now_s, window_s, np.array([now_s]), np.array([100.0]), (), 0.0, 1, 600.0)
+
+
+def test_paused_foresail_sends_no_deferred_put_and_stops_no_taskmanager():
+    """Paused (or blocked by another autoscaler), the loop only recommends, but a per-vertex rescale begun
+    before was driven on from the observations: its PUT went out when the TaskManager registered, and a
+    scale-down's surplus was stopped, undoing an operator's own scale to 3."""
+    a, b = "a" * 32, "b" * 32
+    with KubeEmulator() as kube:
+        kube.create_deployment(NS, NAME, replicas=1)
+        _pod(kube, "tm-0", "10.0.0.1")
+        flink = FakeJobManager({a: 1, b: 1}, {"10.0.0.1:6122-aaaaaa": 2})
+        raw = _deployment_target(kube, flink)
+        follower = RescaleFollower(raw, timeout_s=600.0)
+        source, target = FollowingSource(_Observed(), follower), FollowedTarget(raw, follower)
+        target.scale_vertices({a: 1, b: 2}, 2, now_s=0.0)  # a scale-up: its PUT waits for the TaskManager
+        target.recommend_only = True  # paused
+        flink.taskmanagers["flink-taskmanager-1"] = 0  # the new TaskManager registers
+        source.observe(60.0, 60.0)
+        assert flink.puts() == [] and follower.pending is None and raw.execution.idle()
+        raw.execution.keep_taskmanagers = 1  # as a finished scale-down with its surplus still busy leaves
+        apps = client.AppsV1Api(kube.api())  # the operator scales by hand while foresail is paused
+        apps.patch_namespaced_deployment_scale(NAME, NS, {"spec": {"replicas": 3}})
+        _pod(kube, "tm-2", "10.0.0.3")
+        flink.taskmanagers["10.0.0.3:6122-cccccc"] = 0  # an empty TaskManager joins
+        source.observe(120.0, 60.0)
+        assert kube.replicas(NS, NAME) == 3
+        target.recommend_only = False  # acting again: the surplus is released as before
+        source.observe(180.0, 60.0)
+        assert kube.replicas(NS, NAME) < 3
         flink.server.close()
