@@ -75,14 +75,18 @@ def cut_short_url():
 def test_answers_cut_short_are_the_errors_each_caller_already_turns_into_a_line(cut_short_url, fault):
     """They escaped as urllib3's ProtocolError, which no caller expected: the whole observation was lost
     where only the optional job graph was."""
-    rest = FlinkRest(cut_short_url, timeout_s=1.0)
+    graph, request = _every_call_is_a_line(FlinkRest(cut_short_url, timeout_s=1.0), fault)
+    assert "ConnectionError" in str(graph) and "unreadable" in str(request)
+
+
+def _every_call_is_a_line(rest: FlinkRest, fault) -> tuple[BaseException | None, BaseException | None]:
+    """Status and TaskManagers unknown, the graph and a rescale request each one named error."""
     status, count = rest.job_status(), rest.taskmanager_count()
     graph, request = _raised(rest.job_graph), _raised(lambda: VertexRescaler(rest).request({A: 2}))
     named = isinstance(graph, GraphUnavailable) and isinstance(request, RescaleRequestFailed)
     fault("flink rest", "clear-error" if named and status is None and count is None else "traceback")
-    assert status is None and count is None
-    assert isinstance(graph, GraphUnavailable) and "ConnectionError" in str(graph)
-    assert isinstance(request, RescaleRequestFailed) and "unreadable" in str(request)
+    assert status is None and count is None and named
+    return graph, request
 
 
 @pytest.mark.parametrize(
@@ -211,14 +215,8 @@ def test_an_answer_nested_deeper_than_the_parser_goes_is_a_bad_answer(fault):
     """`[` × 200,000 raised RecursionError from every call: the observation was lost (each iteration a
     phase error) where only the optional job graph was, and the rescale's error had no line."""
     server = FakeServer(lambda handler: (200, b"[" * 200_000))
-    rest = FlinkRest(server.url, timeout_s=1.0)
-    status, count = rest.job_status(), rest.taskmanager_count()
-    graph, request = _raised(rest.job_graph), _raised(lambda: VertexRescaler(rest).request({A: 2}))
-    named = isinstance(graph, GraphUnavailable) and isinstance(request, RescaleRequestFailed)
-    fault("flink rest", "clear-error" if named and status is None and count is None else "traceback")
-    assert status is None and count is None
-    assert isinstance(graph, GraphUnavailable) and "InvalidJSONError" in str(graph)
-    assert isinstance(request, RescaleRequestFailed)
+    graph, _ = _every_call_is_a_line(FlinkRest(server.url, timeout_s=1.0), fault)
+    assert "InvalidJSONError" in str(graph)
     server.close()
 
 

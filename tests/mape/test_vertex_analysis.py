@@ -67,6 +67,20 @@ def _loop(topology: str, model: str, trace: np.ndarray, parallelism: int, strip_
     return twin, results, capture.events
 
 
+TWO = JobGraph(
+    (JobVertex("v0", "source", 1, 1), JobVertex("v1", "op", 1, 128)), (JobEdge("v0", "v1", "REBALANCE"),)
+)
+
+
+def _subtasks(stamps: np.ndarray, busy_held_ms: dict[str, tuple[float, float]]) -> tuple[SubtaskSeries, ...]:
+    """One subtask a vertex on tm-0, 200 records/s in and out, busy and backpressured ms/s as given."""
+    n = len(stamps)
+    return tuple(
+        SubtaskSeries(vertex, 0, "tm-0", stamps, *(np.full(n, v) for v in (200.0, 200.0, busy, held, 0.0)))
+        for vertex, (busy, held) in busy_held_ms.items()
+    )
+
+
 RAMP = np.linspace(2_000.0, 9_000.0, 3_600)  # four workers carry ~4,000 rps of io-sink: saturates
 
 
@@ -120,17 +134,10 @@ def test_missing_task_metrics_fall_back_to_the_job_level_model_without_holding()
 def test_no_window_of_the_first_gauge_minute_after_a_restart_is_learned():
     # Flink's busy time is a 60 s average: a task restarted 45 s ago reads busy all the time at a trickle,
     # which is no saturated reading, even where the job-level warm-up is shorter (8 s on the e2e stack)
-    graph = JobGraph(
-        (JobVertex("v0", "source", 1, 1), JobVertex("v1", "op", 1, 128)), (JobEdge("v0", "v1", "REBALANCE"),)
-    )
     stamps = np.arange(25.0, 45.0, 1.0)
-    n = len(stamps)
-    trickle = tuple(
-        SubtaskSeries(vertex, 0, "tm-0", stamps, *(np.full(n, v) for v in (200.0, 200.0, busy, held, 0.0)))
-        for vertex, busy, held in (("v0", 100.0, 900.0), ("v1", 1000.0, 0.0))
-    )
+    trickle = _subtasks(stamps, {"v0": (100.0, 900.0), "v1": (1000.0, 0.0)})
     observation = Observation(
-        45.0, 20.0, stamps, np.full(n, 200.0), (), 0.0, 1, 45.0, job_graph=graph, subtasks=trickle
+        45.0, 20.0, stamps, np.full(len(stamps), 200.0), (), 0.0, 1, 45.0, job_graph=TWO, subtasks=trickle
     )
     young = DagModel(DagSettings(warmup_s=8.0))
     analyse_vertices(observation, young, CoreModel(), {1: 5000.0}, {1: "observed"}, 1, 2, {}, False)
@@ -181,19 +188,13 @@ def test_the_cores_line_forgets_by_the_loop_interval_not_the_metrics_window():
 
 def _held_window(rate_rps: float, cpu: float, parallelism: int | None, uptime_s: float | None):
     """A job of one busy operator (1,000 ms/s at 200 rps, its source backpressured): a saturated reading."""
-    graph = JobGraph(
-        (JobVertex("v0", "source", 1, 1), JobVertex("v1", "op", 1, 128)), (JobEdge("v0", "v1", "REBALANCE"),)
-    )
     stamps = np.arange(405.0, 465.0, 5.0)
     n = len(stamps)
-    subtasks = tuple(
-        SubtaskSeries(vertex, 0, "tm-0", stamps, *(np.full(n, v) for v in (200.0, 200.0, busy, held, 0.0)))
-        for vertex, busy, held in (("v0", 100.0, 900.0), ("v1", 1000.0, 0.0))
-    )
+    subtasks = _subtasks(stamps, {"v0": (100.0, 900.0), "v1": (1000.0, 0.0)})
     workers = (WorkerSeries("tm-0", stamps, np.full(n, cpu), np.full(n, 200.0)),)
     rates = np.full(n, rate_rps)
     return Observation(
-        460.0, 60.0, stamps, rates, workers, 0.0, parallelism, uptime_s, job_graph=graph, subtasks=subtasks
+        460.0, 60.0, stamps, rates, workers, 0.0, parallelism, uptime_s, job_graph=TWO, subtasks=subtasks
     )
 
 
@@ -230,13 +231,18 @@ def test_the_bottleneck_is_named_by_its_vertex_not_a_name_another_shares():
         (JobEdge("v0", "v1", "FORWARD"), JobEdge("v1", "v2", "REBALANCE")),
     )
     stamps = np.arange(405.0, 465.0, 5.0)
-    n = len(stamps)
-    subtasks = tuple(
-        SubtaskSeries(vertex, 0, "tm-0", stamps, *(np.full(n, v) for v in (200.0, 200.0, busy, held, 0.0)))
-        for vertex, busy, held in (("v0", 100.0, 900.0), ("v1", 200.0, 800.0), ("v2", 1000.0, 0.0))
-    )
+    subtasks = _subtasks(stamps, {"v0": (100.0, 900.0), "v1": (200.0, 800.0), "v2": (1000.0, 0.0)})
     observation = Observation(
-        460.0, 60.0, stamps, np.full(n, 200.0), (), 0.0, 1, 4_000.0, job_graph=graph, subtasks=subtasks
+        460.0,
+        60.0,
+        stamps,
+        np.full(len(stamps), 200.0),
+        (),
+        0.0,
+        1,
+        4_000.0,
+        job_graph=graph,
+        subtasks=subtasks,
     )
     saturated = True  # behind its load: the measured rates bind, not the cores' prior
     view = analyse_vertices(
