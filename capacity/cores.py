@@ -37,9 +37,10 @@ from capacity.dag import CONTENDED_SHARE, DagModel
 from capacity.model import MAX_CPU, CapacitySettings
 from capacity.regression import RegressionStats
 from capacity.subtask_windows import SubtaskWindow
+from config.schema import FLINK_MAX_PARALLELISM
 from messages.types import JobGraph
 
-MAX_BUSY = 1024.0
+MAX_BUSY = float(FLINK_MAX_PARALLELISM)
 """Above the busy seconds per second a TaskManager's subtasks can add up to: the bound stored sums are judged by."""
 
 _MAX_UNKNOWN_BUSY = 0.1

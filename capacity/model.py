@@ -405,14 +405,14 @@ class CapacityModel:
 
     @classmethod
     def from_dict(cls, data: dict, settings: CapacitySettings | None = None) -> CapacityModel:
-        """The model `to_dict` wrote; ValueError for sums or capacities no windows can give (a capacity of
-        10^300 at one worker took the job to 1 and back to 18): the knowledge starts this part fresh."""
+        """The model `to_dict` wrote; ValueError for a capacity no window can give (10^300 at one worker
+        took the job to 1 and back to 18): the knowledge starts this part fresh. A worker's line whose
+        sums no windows give is dropped alone."""
         model = cls(settings)
         for worker_id, known in data.get("workers", {}).items():
             stats = RegressionStats.from_dict(known["stats"])
-            if not stats.within(MAX_CPU, MAX_RATE_RPS):
-                raise ValueError(f"worker {worker_id}: sums no windows give")
-            model.workers[worker_id] = _WorkerKnowledge(stats, float(known["last_seen_s"]))
+            if stats.within(MAX_CPU, MAX_RATE_RPS):  # a line no windows give is dropped alone
+                model.workers[worker_id] = _WorkerKnowledge(stats, float(known["last_seen_s"]))
         retired = data.get("retired", {})
         model.retired_n = int(retired.get("n", 0))
         model.retired_m2_x = float(retired.get("m2_x", 0.0))
@@ -425,7 +425,7 @@ class CapacityModel:
                 int(seen["estimates"]),
                 bool(seen["reliable"]),
             )
-            if not (1 <= int(n) <= FLINK_MAX_PARALLELISM and 0 < known.capacity_rps <= MAX_RATE_RPS):
+            if not (1 <= int(n) <= FLINK_MAX_PARALLELISM and 0 <= known.capacity_rps <= MAX_RATE_RPS):
                 raise ValueError(f"a capacity of {known.capacity_rps} rps at scale-out {n}")
             model.observed[int(n)] = known
         return model

@@ -11,7 +11,7 @@ import math
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import structlog
@@ -170,6 +170,11 @@ class Knowledge:
         )
         if self.last_rescale_s is not None:
             self.last_rescale_s = min(self.last_rescale_s, now_s)
+        # the decisions too: the plan finds the last rescale's decision by its time (a surge's hold)
+        self.recent_decisions = deque(
+            (replace(d, time_s=min(d.time_s, now_s)) for d in self.recent_decisions),
+            self.recent_decisions.maxlen,
+        )
         return ahead_s
 
     def rescales_since(self, time_s: float) -> int:

@@ -19,9 +19,10 @@ DIRECTIONS: tuple[Direction, ...] = ("out", "in")
 
 PRIOR_WEIGHT = 2
 """Pseudo-observations the initial value counts as: one outlier then meets two votes for the prior."""
-MAX_DOWNTIME_S = 3600.0
-"""Longer is no rescale's downtime but a job that failed: three such stored ones made every candidate's
-recovery exceed the target, and the plan held the largest scale-out."""
+MAX_DOWNTIME_S = 86_400.0
+"""Longer is no rescale's downtime (a big state's restore may take an hour or more; a day, no): three
+stored ones of 10^9 s made every candidate's recovery exceed the target, and the plan held the largest
+scale-out."""
 
 
 def direction_of(current_scaleout: int, target_scaleout: int) -> Direction:

@@ -102,6 +102,8 @@ def test_impossible_ratios_downtimes_and_shares_are_dropped_or_bounded(stored):
         knowledge.downtime.observations_s("out") == [40.0] and knowledge.downtime.observations_s("in") == []
     )
     assert knowledge.downtime.initial_s["out"] == 90.0  # the configuration's, not the store's
+    knowledge, _ = _restored(stored, "downtime", lambda s: s.update(observed_s={"out": [3_900.0], "in": []}))
+    assert knowledge.downtime.observations_s("out") == [3_900.0]  # a big state's restore: a downtime
     vertex = VertexKnowledge.from_dict(
         {**VertexKnowledge.fresh(3.0).to_dict(), "cpu_per_busy": 1e6, "cpu_per_busy_by_vertex": {"v1": 1e6}}
     )
@@ -127,3 +129,19 @@ def test_a_recovery_monitor_that_saw_samples_from_the_future_learns_again(stored
     monitor.submit(stamps, np.full(len(stamps), 30_000.0), np.full(len(stamps), 30_000.0))
     assert monitor.to_dict()["last_timestamp_s"] == 2_460.0
     monitor.close()
+
+
+def test_what_a_window_can_teach_is_kept_and_a_worker_line_it_cannot_is_dropped_alone(stored):
+    """An idle window at a scale-out seen for the first time stores a capacity of 0 (the job read as
+    saturated at 0 rps): a bound that refused it threw every capacity away at the next start."""
+    first = next(iter(stored["capacity"]["observed"]))
+    worker = next(iter(stored["capacity"]["workers"].values()))
+    impossible = {**worker, "stats": {**worker["stats"], "m2_x": 1e9}}  # a CPU spread no gauge gives
+
+    def edit(capacity: dict) -> None:
+        capacity["observed"]["17"] = {**capacity["observed"][first], "capacity_rps": 0.0}
+        capacity["workers"]["tm-x"] = impossible
+
+    knowledge, unreadable = _restored(stored, "capacity", edit)
+    assert unreadable == [] and knowledge.capacity.observed[17].capacity_rps == 0.0
+    assert set(knowledge.capacity.workers) == set(stored["capacity"]["workers"])  # all but tm-x

@@ -17,7 +17,7 @@ from daemon.build import make_loop, make_twin
 from mape.extensions import ObservingExtension
 from mape.knowledge import Knowledge
 from mape.knowledge_store import KnowledgeStore
-from messages.types import Observation
+from messages.types import Decision, Observation
 
 
 class Unreachable:
@@ -250,8 +250,10 @@ def test_a_rescale_recorded_after_now_is_taken_as_just_happened():
     )
     world, loop = _twin_loop(config, KnowledgeStore(":memory:"))
     loop.knowledge.record_rescale(3_660.0, 18)
+    loop.knowledge.recent_decisions.append(Decision(3_660.0, 12, 18, "surge"))
     with capture_logs() as events:
         results = _warm(world, loop, 900.0)
+    assert loop.knowledge.recent_decisions[0].time_s == 60.0  # the plan finds a surge's hold by it
     assert [e["ahead_s"] for e in events if e["event"] == "rescale-recorded-after-now"] == [3_600.0]
     ages = [r.decision.reasons[0] for r in results if r.decision.rule == "stabilization"]
     assert ages[:2] == ["last rescale 60 s ago < 180 s", "last rescale 120 s ago < 180 s"]

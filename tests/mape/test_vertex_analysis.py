@@ -221,6 +221,8 @@ def test_a_window_the_loop_cannot_trust_teaches_no_model(rate_rps, cpu, parallel
     job_samples = sum(line.stats.n for line in knowledge.capacity.workers.values())
     learned = (job_samples > 0, bool(knowledge.dag.rates), bool(knowledge.dag.saturated))
     assert learned == (learns, learns, learns)
+    if not learns:  # nor the cores' line (a saturated window teaches it nothing anyway)
+        assert knowledge.cores.stats.n == 0
 
 
 def test_the_bottleneck_is_named_by_its_vertex_not_a_name_another_shares():
