@@ -81,7 +81,7 @@ import structlog
 
 from capacity.key_groups import key_group_loads, share_row, unseen_shares
 from capacity.regression import RegressionStats
-from capacity.subtask_windows import SubtaskWindow
+from capacity.subtask_windows import MAX_BUSY_SHARE, SubtaskWindow
 from config.schema import FLINK_MAX_PARALLELISM
 from messages.types import MAX_RATE_RPS, JobGraph, VertexAssessment
 
@@ -779,7 +779,11 @@ class DagModel:
         vertex_id, parallelism, index, stats, taskmanager, saturated = entry
         key = (str(vertex_id), int(parallelism), int(index))
         stats = RegressionStats.from_dict(stats)
-        if not (_subtask_of(key) and _plausible_stats(stats) and isinstance(taskmanager, str | None)):
+        if not (
+            _subtask_of(key)
+            and stats.within(MAX_BUSY_SHARE, MAX_RATE_RPS)
+            and isinstance(taskmanager, str | None)
+        ):
             raise ValueError
         if saturated is not None and _rate(saturated) is None:
             raise ValueError
@@ -845,16 +849,6 @@ def _rate(value: object) -> float | None:
     """A stored records-per-second rate, or None where it cannot be one (not in (0, MAX_RATE_RPS])."""
     rate = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
     return rate if 0 < rate <= MAX_RATE_RPS else None
-
-
-def _plausible_stats(stats: RegressionStats) -> bool:
-    """Regression sums a window of busy shares (0..1.05) and records (0..MAX_RATE_RPS) can give."""
-    values = (stats.mean_x, stats.mean_y, stats.m2_x, stats.m2_y, stats.c_xy)
-    if stats.n < 0 or not all(math.isfinite(v) for v in values):
-        return False
-    return (
-        0 <= stats.mean_x <= 1.05 and 0 <= stats.mean_y <= MAX_RATE_RPS and min(stats.m2_x, stats.m2_y) >= 0
-    )
 
 
 def _plausible_sums(records_in: float, records_out: float, decay: float) -> bool:

@@ -17,6 +17,9 @@ from capacity.regression import RegressionStats
 from capacity.rows import RowGroups, stacked
 from messages.types import MAX_RATE_RPS, JobGraph, SubtaskSeries
 
+MAX_BUSY_SHARE = 1.05
+"""The most of a second a subtask reports busy (Flink's 1,000 ms/s and the meter's rounding)."""
+
 
 @dataclass(frozen=True)
 class SubtaskWindow:
@@ -57,8 +60,8 @@ def subtask_windows(
     records_in = stacked(records)
     keep = (timestamps >= started_s + warmup_s) & np.isfinite(plausible_rps(records_in))
     rows = RowGroups(keep)
-    busy = _plausible_busy(stacked([s.busy_ms_per_s for s in current]) / 1000.0)
-    backpressured = _plausible_busy(stacked([s.backpressured_ms_per_s for s in current]) / 1000.0)
+    busy = _plausible_share(stacked([s.busy_ms_per_s for s in current]) / 1000.0)
+    backpressured = _plausible_share(stacked([s.backpressured_ms_per_s for s in current]) / 1000.0)
     stats = rows.regressions(busy, records_in)
     records_in_rps = rows.means(records_in).tolist()
     records_out = plausible_rps(stacked([s.records_out_rps for s in current]))
@@ -101,9 +104,9 @@ def plausible_rps(records_rps: np.ndarray) -> np.ndarray:
         return np.where((records_rps >= 0) & (records_rps <= MAX_RATE_RPS), records_rps, np.nan)
 
 
-def _plausible_busy(busy: np.ndarray) -> np.ndarray:
+def _plausible_share(share: np.ndarray) -> np.ndarray:
     """Busy (or backpressured) shares outside a second are gaps, never rates."""
-    return np.where((busy < 0) | (busy > 1.05), np.nan, busy)
+    return np.where((share < 0) | (share > MAX_BUSY_SHARE), np.nan, share)
 
 
 def _subtask_window(series: SubtaskSeries, records: np.ndarray, from_s: float) -> SubtaskWindow | None:
@@ -112,8 +115,8 @@ def _subtask_window(series: SubtaskSeries, records: np.ndarray, from_s: float) -
     if not keep.any():
         return None
     records_in = records[keep]
-    busy = _plausible_busy(series.busy_ms_per_s[keep] / 1000.0)
-    backpressured = _plausible_busy(series.backpressured_ms_per_s[keep] / 1000.0)
+    busy = _plausible_share(series.busy_ms_per_s[keep] / 1000.0)
+    backpressured = _plausible_share(series.backpressured_ms_per_s[keep] / 1000.0)
     out = plausible_rps(series.records_out_rps[keep])
     return SubtaskWindow(
         series.vertex_id,
