@@ -10,8 +10,10 @@ is set to a scale-out the job does not run at), which is what a daemon killed mi
 
 A per-vertex rescale (`FollowedTarget.scale_vertices`, a target with a `VertexExecution`) is followed the
 same way, but the target itself tells when it has finished and how long the job was down; that
-`CompletedRescale` rides on the next observation (`Observation.completed_rescales`). Surplus TaskManagers
-are released on later observations, once their slots hold no task.
+`CompletedRescale` rides on the next observation (`Observation.completed_rescales`); one that never
+reached Flink (its deferred PUT refused, or dropped while paused) rides there as withdrawn, so the loop
+does not count it as a restart. Surplus TaskManagers are released on later observations, once their slots
+hold no task, and so are those started for a rescale that never went out.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import numpy as np
 import structlog
 
 from backends.retry import described
-from backends.vertex_rescale import VertexExecution
+from backends.vertex_rescale import PutUnanswered, VertexExecution
 from mape.interfaces import MetricsSource, ScalingTarget
 from messages.types import CompletedRescale, Observation
 
@@ -78,6 +80,8 @@ class RescaleFollower:
         self._adopted = False
         self.completed: list[CompletedRescale] = []
         """Per-vertex rescales finished since the last `take_completed`."""
+        self.withdrawn_s: list[float] = []
+        """Request times of per-vertex rescales that never went out since the last `take_completed`."""
 
     def requested(self, scaleout: int, now_s: float, managed_mb: float | None = None) -> None:
         self._adopted = True
@@ -89,9 +93,11 @@ class RescaleFollower:
         self._adopted = True
         self.pending = PendingRescale(taskmanagers, now_s, "requested", None, dict(vertex_parallelism))
 
-    def take_completed(self) -> tuple[CompletedRescale, ...]:
-        completed, self.completed = tuple(self.completed), []
-        return completed
+    def take_completed(self) -> tuple[tuple[CompletedRescale, ...], tuple[float, ...]]:
+        """The per-vertex rescales finished, and the request times of those withdrawn, since the last call."""
+        completed, withdrawn = tuple(self.completed), tuple(self.withdrawn_s)
+        self.completed, self.withdrawn_s = [], []
+        return completed, withdrawn
 
     def check(
         self, now_s: float, observed_parallelism: int | None, observed_managed_mb: float | None = None
@@ -135,6 +141,7 @@ class RescaleFollower:
         if not self.acting and execution.waiting is not None:
             execution.abandon()  # not PUT yet: the plan decides again once foresail may act
             if pending is not None:
+                self.withdrawn_s.append(pending.since_s)
                 self._finish("dropped", now_s - pending.since_s, pending, reason="paused before its PUT")
             return None
         try:
@@ -143,6 +150,8 @@ class RescaleFollower:
             completed = None
             self.log.warning("vertex-rescale-step-failed", error=described(error))
             if pending is not None and execution.idle():
+                if not isinstance(error, PutUnanswered):  # nothing went out: no restart to count
+                    self.withdrawn_s.append(pending.since_s)
                 self._finish("failed", now_s - pending.since_s, pending, error=described(error))
                 return None
         if pending is None:
@@ -269,10 +278,12 @@ class FollowingSource:
     def observe(self, now_s: float, window_s: float) -> Observation:
         observation = self.source.observe(now_s, window_s)
         note = self.follower.check(now_s, observation.parallelism, observation.managed_memory_mb)
-        completed = self.follower.take_completed()
-        if completed:
+        completed, withdrawn = self.follower.take_completed()
+        if completed or withdrawn:
             observation = dataclasses.replace(
-                observation, completed_rescales=(*observation.completed_rescales, *completed)
+                observation,
+                completed_rescales=(*observation.completed_rescales, *completed),
+                withdrawn_rescales_s=(*observation.withdrawn_rescales_s, *withdrawn),
             )
         if note is None:
             return observation

@@ -436,9 +436,11 @@ class DeploymentTaskManagers:
         self.rest = rest
         self.retry = retry
 
-    def grow_to(self, count: int) -> None:
-        if (self.retry(self.scale.desired) or 0) < count:
+    def grow_to(self, count: int) -> int:
+        before = self.retry(self.scale.desired) or 0
+        if before < count:
             self.retry(lambda: self.scale.set_scaleout(count))
+        return before
 
     def registered(self) -> int:
         return self.rest.taskmanager_count() or 0
@@ -539,7 +541,7 @@ class NativeTaskManagers:
     for and releases idle ones (`resourcemanager.taskmanager-timeout`); nothing to do here."""
 
     def grow_to(self, count: int) -> None:
-        return None
+        return None  # Flink starts and stops them
 
     def registered(self) -> int:
         return 1 << 30

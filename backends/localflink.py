@@ -325,9 +325,11 @@ class LocalTaskManagers:
         self.cluster = cluster
         self.rest = rest
 
-    def grow_to(self, count: int) -> None:
-        if len(self.cluster.taskmanagers()) < count:
+    def grow_to(self, count: int) -> int:
+        before = len(self.cluster.taskmanagers())
+        if before < count:
             self.cluster.scale_to(count)
+        return before
 
     def registered(self) -> int:
         return self.rest.taskmanager_count() or 0

@@ -55,6 +55,11 @@ class RescaleRequestFailed(RuntimeError):
     """The requirements could not be read or written (no running job, API down, another error)."""
 
 
+class PutUnanswered(RescaleRequestFailed):
+    """The PUT went out and no answer came back: Flink may have accepted it, so the rescale may still
+    happen (its TaskManagers are kept, and it stays counted as executed)."""
+
+
 def new_requirements(
     declared: Mapping[str, Bounds], targets: Mapping[str, int]
 ) -> tuple[dict[str, Bounds], list[str]]:
@@ -134,7 +139,7 @@ class VertexRescaler:
         try:
             response = self.rest.put_resource_requirements(job_id, requirements)
         except requests.RequestException as error:
-            raise RescaleRequestFailed(
+            raise PutUnanswered(
                 f"Flink REST API {self.rest.url}: PUT resource requirements failed ({type(error).__name__})"
             ) from error
         if response.status_code == 400:
@@ -226,8 +231,9 @@ def _first_error(response: requests.Response) -> str:
 class TaskManagerPool(Protocol):
     """The TaskManagers carrying the job's slots, as one execute target runs them."""
 
-    def grow_to(self, count: int) -> None:
-        """Start TaskManagers until `count` are set to run (never stops any)."""
+    def grow_to(self, count: int) -> int | None:
+        """Start TaskManagers until `count` are set to run (never stops any); the count set to run before
+        (None where Flink starts them itself)."""
         ...
 
     def registered(self) -> int:
@@ -257,8 +263,8 @@ class VertexExecution:
         self.rescaler = rescaler
         self.pool = pool
         self.log = log or structlog.get_logger("foresail.target")
-        self.waiting: tuple[dict[str, int], int] | None = None
-        """Targets and TaskManagers of a rescale whose TaskManagers are still starting."""
+        self.waiting: tuple[dict[str, int], int, int | None] | None = None
+        """Targets, TaskManagers and the TaskManagers set to run before, of a rescale that is not PUT yet."""
         self.requested: RequestedRescale | None = None
         self.keep_taskmanagers: int | None = None
         """TaskManagers to keep once the rescale has finished (surplus ones are stopped when free)."""
@@ -266,9 +272,9 @@ class VertexExecution:
     def scale_vertices(self, vertex_parallelism: Mapping[str, int], taskmanagers: int) -> None:
         if taskmanagers < 1:
             raise RescaleRejected(f"the plan asks for {taskmanagers} TaskManagers")
-        self.pool.grow_to(taskmanagers)
+        before = self.pool.grow_to(taskmanagers)
         self.requested = None
-        self.waiting = (dict(vertex_parallelism), taskmanagers)
+        self.waiting = (dict(vertex_parallelism), taskmanagers, before)
         try:
             self._request_when_registered()
         except Exception:
@@ -298,17 +304,32 @@ class VertexExecution:
         return self.waiting is None and self.requested is None
 
     def abandon(self) -> None:
-        """Stop following (the follower gave up on it); surplus TaskManagers are still released."""
+        """Stop following (the follower gave up on it, or foresail was paused before its PUT); surplus
+        TaskManagers are still released, and those started for a rescale never PUT are surplus."""
+        if self.waiting is not None:
+            self._release_started(self.waiting[2])
         self.waiting = self.requested = None
 
     def _request_when_registered(self) -> None:
         if self.waiting is None:
             return
-        targets, taskmanagers = self.waiting
+        targets, taskmanagers, before = self.waiting
         if self.pool.registered() < taskmanagers:
             return
         self.waiting = None
-        self.requested = self.rescaler.request(targets)
+        try:
+            self.requested = self.rescaler.request(targets)
+        except PutUnanswered:  # Flink may rescale onto the TaskManagers started for it
+            raise
+        except Exception:
+            self._release_started(before)
+            raise
         # only a rescale Flink accepted releases TaskManagers: one it refused left the job as it ran, and
         # its smaller count stopped TaskManagers the job needed at its next failover
         self.keep_taskmanagers = taskmanagers
+
+    def _release_started(self, before: int | None) -> None:
+        """The TaskManagers a rescale that never went out started are stopped once free (on an `advance`
+        while foresail acts), down to the count set before it; a release already pending keeps its count."""
+        if before is not None and self.keep_taskmanagers is None:
+            self.keep_taskmanagers = before

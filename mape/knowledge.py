@@ -155,6 +155,17 @@ class Knowledge:
         self.last_target_scaleout = target_scaleout
         self.rescale_times_s.append(time_s)
 
+    def withdraw_rescales(self, requested_s: Iterable[float]) -> list[float]:
+        """Forgets the recorded rescales requested at these times (they never went out); those found."""
+        withdrawn = []
+        for time_s in requested_s:
+            if time_s in self.rescale_times_s:
+                self.rescale_times_s.remove(time_s)
+                withdrawn.append(time_s)
+        if self.last_rescale_s in withdrawn:
+            self.last_rescale_s = max(self.rescale_times_s, default=None)
+        return withdrawn
+
     def rescales_after_now(self, now_s: float) -> float:
         """Seconds by which the latest recorded rescale lies after `now_s` (0 when none does), having moved
         every such record to `now_s`. A clock stepped back (or a store from a host whose clock ran ahead)

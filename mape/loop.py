@@ -158,6 +158,15 @@ class MapeLoop:
             result.errors["monitor"] = _describe(error)
         if result.observation is not None:
             knowledge.remember_rescales(result.observation.completed_rescales)
+            withdrawn = knowledge.withdraw_rescales(result.observation.withdrawn_rescales_s)
+            if withdrawn:
+                self.log.info(
+                    "rescale-withdrawn",
+                    time_s=now_s,
+                    requested_s=withdrawn,
+                    reason="it never reached Flink: neither the stabilization nor the rescale budget "
+                    "counts it",
+                )
             try:
                 result.assessment = self.analyzer.assess(result.observation, knowledge)
                 self.last_assessment = result.assessment

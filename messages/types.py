@@ -234,6 +234,10 @@ class Observation:
     completed_rescales: tuple[CompletedRescale, ...] = ()
     """Rescales the execute side saw finish since the previous observation, with their measured downtime
     (the per-vertex path measures it exactly: request → every vertex running at its target)."""
+    withdrawn_rescales_s: tuple[float, ...] = ()
+    """Request times of rescales the loop executed that never reached Flink (a deferred per-vertex PUT that
+    Flink refused, or one dropped while foresail was paused): nothing restarted, so neither the
+    stabilization nor the rescale budget may count them."""
     recent_input_rate_rps: np.ndarray | None = None
     """The input rate over a shorter window, at the input-rate timestamps: what surges are judged on where
     `input_rate_rps` is smoothed over a minute; None where the backend has only the one rate."""

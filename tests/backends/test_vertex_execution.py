@@ -5,11 +5,19 @@ tests/e2e/test_e2e_vertex.py."""
 
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 import pytest
 
 from backends.execution import FollowedTarget, FollowingSource, NotApplied, RescaleFollower
-from backends.vertex_rescale import RequestedRescale, RescaleRejected, VertexExecution, new_requirements
+from backends.vertex_rescale import (
+    PutUnanswered,
+    RequestedRescale,
+    RescaleRejected,
+    VertexExecution,
+    new_requirements,
+)
 from mape.knowledge import Knowledge, KnowledgeSettings
 from mape.knowledge_store import KnowledgeStore
 from mape.loop import MapeLoop
@@ -56,8 +64,9 @@ class FakePool:
         self.busy = 0
         """TaskManagers above the kept count that still hold tasks (not released yet)."""
 
-    def grow_to(self, count: int) -> None:
-        self.running = max(self.running, count)
+    def grow_to(self, count: int) -> int:
+        before, self.running = self.running, max(self.running, count)
+        return before
 
     def registered(self) -> int:
         return self.registered_count
@@ -207,6 +216,53 @@ def test_a_put_refused_once_the_taskmanagers_are_up_ends_the_rescale_at_once():
     assert outcomes == [("failed", 10.0)]
 
 
+def _refuse(error: Exception):
+    def request(targets):
+        raise error
+
+    return request
+
+
+def test_a_deferred_put_flink_refused_releases_the_taskmanagers_started_for_it():
+    rescaler, pool = FakeRescaler(), FakePool(running=1)
+    execution = VertexExecution(rescaler, pool)
+    execution.scale_vertices({A: 1, B: 200}, taskmanagers=2)
+    rescaler.request = _refuse(RescaleRejected("HTTP 400: above max parallelism"))
+    pool.registered_count = 2
+    with pytest.raises(RescaleRejected):
+        execution.advance()
+    assert execution.idle() and pool.running == 2
+    execution.advance()
+    assert pool.running == 1 and execution.keep_taskmanagers is None
+
+
+def test_a_put_left_unanswered_keeps_its_taskmanagers_flink_may_have_accepted_it():
+    rescaler, pool = FakeRescaler(), FakePool(running=1)
+    execution = VertexExecution(rescaler, pool)
+    execution.scale_vertices({A: 1, B: 2}, taskmanagers=2)
+    rescaler.request = _refuse(PutUnanswered("PUT resource requirements failed (ReadTimeout)"))
+    pool.registered_count = 2
+    with pytest.raises(PutUnanswered):
+        execution.advance()
+    execution.advance()
+    assert pool.running == 2 and execution.keep_taskmanagers is None
+
+
+def test_a_rescale_given_up_before_its_put_releases_the_taskmanagers_started_for_it():
+    """Paused before the PUT, or the TaskManagers never registered: a release already pending keeps its
+    own count (what the job runs on)."""
+    rescaler, pool = FakeRescaler(), FakePool(running=2)
+    execution = VertexExecution(rescaler, pool)
+    execution.scale_vertices({A: 1, B: 4}, taskmanagers=4)
+    execution.abandon()
+    execution.advance()
+    assert pool.running == 2 and rescaler.requests == []
+    execution.keep_taskmanagers = 1
+    execution.scale_vertices({A: 1, B: 4}, taskmanagers=4)
+    execution.abandon()
+    assert execution.keep_taskmanagers == 1
+
+
 def test_recommend_only_neither_puts_nor_follows():
     source, target, rescaler, _ = _wired(recommend_only=True)
     with pytest.raises(NotApplied, match="recommend-only"):
@@ -229,18 +285,55 @@ class VertexPlan:
         )  # fmt: skip
 
 
-def test_the_loop_routes_a_per_vertex_decision_and_keeps_the_measured_downtime(tmp_path):
-    source, target, rescaler, _ = _wired()
+def _vertex_loop(tmp_path, registered: int = 1):
+    source, target, rescaler, _ = _wired(registered=registered)
     store = KnowledgeStore(tmp_path / "knowledge.sqlite")
     knowledge = store.load(KnowledgeSettings())
     loop = MapeLoop(source, target, FixedAnalyzer(), VertexPlan(), knowledge, store, 60.0, 120.0)
+    return loop, target, rescaler, knowledge
+
+
+@pytest.mark.parametrize(
+    ("error", "withdrawn"),
+    [(RescaleRejected("HTTP 400"), True), (PutUnanswered("PUT failed (ReadTimeout)"), False)],
+)
+def test_a_rescale_that_never_reached_flink_is_not_counted_by_the_stabilization_or_the_budget(
+    tmp_path, error, withdrawn
+):
+    """Counted when the loop executed it, the refused PUT held every decision for the stabilization window
+    and spent the hour's rescale budget although nothing restarted."""
+    loop, target, rescaler, knowledge = _vertex_loop(tmp_path)
+    loop.knowledge.record_rescale(40.0, 1)
+    assert loop.iterate(100.0).executed and knowledge.rescale_times_s == deque([40.0, 100.0])
+    rescaler.request = _refuse(error)
+    target.target.execution.pool.registered_count = 2
+    loop.iterate(110.0)
+    expected = [40.0] if withdrawn else [40.0, 100.0]
+    assert list(knowledge.rescale_times_s) == expected and knowledge.last_rescale_s == expected[-1]
+    loop.store.close()
+
+
+def test_a_rescale_dropped_while_paused_is_not_counted_and_its_taskmanagers_go_once_acting(tmp_path):
+    loop, target, _, knowledge = _vertex_loop(tmp_path)
+    loop.iterate(100.0)
+    target.recommend_only = True
+    loop.iterate(110.0)
+    assert knowledge.last_rescale_s is None and target.target.execution.pool.running == 2
+    target.recommend_only = False
+    target.follower.check(120.0, 1)
+    assert target.target.execution.pool.running == 1
+    loop.store.close()
+
+
+def test_the_loop_routes_a_per_vertex_decision_and_keeps_the_measured_downtime(tmp_path):
+    loop, target, rescaler, knowledge = _vertex_loop(tmp_path, registered=2)
     result = loop.iterate(100.0)
     assert result.executed and target.target.calls == [({A: 1, B: 2}, 2)]
     assert result.decision.to_dict()["target_vertex_parallelism"] == {A: 1, B: 2}
     rescaler.done = _completed(2, finished_s=103.2)
     loop.iterate(110.0)
     knowledge.close()
-    store.close()
+    loop.store.close()
     reopened = KnowledgeStore(tmp_path / "knowledge.sqlite")
     assert list(reopened.load().rescales) == [_completed(2, finished_s=103.2)]
     decisions = reopened.decisions()

@@ -121,6 +121,18 @@ def test_check_config_notes_a_latency_target_the_setup_cannot_hold(tmp_path: Pat
     assert "note:" not in capsys.readouterr().out
 
 
+def test_check_config_notes_a_forecast_horizon_shorter_than_the_recovery_target(tmp_path: Path, capsys):
+    """Recovery is predicted over the forecast only: a catch-up longer than the horizon reads as none."""
+    short = tmp_path / "short.yaml"
+    short.write_text("forecast:\n  horizon_s: 300\nrecovery:\n  target_s: 600\n")
+    assert main(["check-config", str(short)]) == 0
+    assert "note: forecast.horizon_s 300 below recovery.target_s 600" in capsys.readouterr().out
+    baseline = tmp_path / "baseline.yaml"  # a policy without a forecast plans no recovery
+    baseline.write_text("forecast:\n  horizon_s: 300\nscaling:\n  policy: reactive\n")
+    assert main(["check-config", str(baseline)]) == 0
+    assert "note:" not in capsys.readouterr().out
+
+
 def test_console_script_reports_exit_code_2(tmp_path: Path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("loop:\n  interval_s: 0\n")
