@@ -212,8 +212,12 @@ class BucketGrid:
         open_s = np.asarray(state["open_timestamps_s"], dtype=float)
         open_rps = np.asarray(state["open_rates_rps"], dtype=float)
         _check_state(first * self.resolution_s, values, observed, watermark_s, open_s, open_rps)
+        if values.size and not math.isfinite(watermark_s):
+            # add() sets the watermark before it closes a bucket; without one no later sample is ever
+            # taken for a clock step, and a grid placed in the future takes every sample for late
+            raise ValueError("grid state holds buckets but no newest sample time")
         end_s = (first + values.size) * self.resolution_s
-        if values.size and math.isfinite(watermark_s) and end_s > watermark_s + self.resolution_s:
+        if values.size and end_s > watermark_s + self.resolution_s:
             # the grid never closes a bucket its watermark has not passed: another resolution's indices
             raise ValueError(f"grid ends at {end_s:g} s, after its newest sample at {watermark_s:g} s")
         if values.size and open_s.size and np.floor(open_s.min() / self.resolution_s) < first + values.size:

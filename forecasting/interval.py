@@ -111,6 +111,16 @@ class PeakErrors:
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
+        """What `state_dict` saved; an entry that is no ratio (a finite number ≥ 0) is skipped, a part that
+        is no list of lists is dropped."""
         for key, kept in (("ratios", self._ratios), ("mean_ratios", self._mean_ratios)):
-            for band, ratios in enumerate(state.get(key, [])[: self.bands]):
-                kept[band].extend(float(r) for r in ratios if math.isfinite(r) and r >= 0)
+            bands = state.get(key) if isinstance(state, dict) else None
+            for band, ratios in enumerate(bands[: self.bands] if isinstance(bands, list) else []):
+                if isinstance(ratios, list):
+                    kept[band].extend(float(r) for r in ratios if _is_ratio(r))
+
+
+def _is_ratio(value: object) -> bool:
+    return (
+        isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    )

@@ -64,6 +64,7 @@ RATE_CAP_FACTOR = 10.0
 holds is served, nor above MAX_RATE_RPS: a tenfold rise within one horizon beyond anything seen for
 hours is no extrapolation the data support, but a model gone wrong (1e30 is finite and would size the
 job at its maximum); a real surge of that size is the reactive path's and the upper bound's to catch."""
+STOPPED_LOAD = "the load stopped, the previous forecast did not"
 
 
 def _emit(level: str, event: str, **fields: Any) -> None:
@@ -208,7 +209,7 @@ class WorkloadForecaster:
         self._iteration += 1
         swapped = self._take_finished_fit(now_s)
         self._feed_model()
-        last_wape = self._judge_previous()
+        last_wape, poor = self._judge_previous()
         swapped = self._submit_registry_model(now_s) or swapped
         swapped = self._submit_fit_if_due(now_s) or swapped
         model_forecast, model_problem = self._model_forecast(now_s)
@@ -217,12 +218,13 @@ class WorkloadForecaster:
         if model_forecast is not None:
             if swapped:
                 reason = "new model swapped in"
+            elif poor:
+                why = STOPPED_LOAD if last_wape is None else f"previous WAPE {last_wape:.3f} > {threshold:g}"
+                return self._fallback(now_s, why, last_wape)
             elif last_wape is None:
                 reason = "previous WAPE not assessable"
-            elif last_wape <= threshold:
-                reason = f"previous WAPE {last_wape:.3f} <= {threshold:g}"
             else:
-                return self._fallback(now_s, f"previous WAPE {last_wape:.3f} > {threshold:g}", last_wape)
+                reason = f"previous WAPE {last_wape:.3f} <= {threshold:g}"
             return Forecast(
                 now_s, model_forecast.rates_rps, model_forecast.model, reason, last_wape, self._poor_streak
             )
@@ -243,21 +245,31 @@ class WorkloadForecaster:
         upper = errors.upper(raw)
         if forecast.upper_rps is not None:  # a bound the forecast came with is never lowered
             upper = np.maximum(upper, forecast.upper_rps)
-        return replace(forecast, central_rps=errors.central(raw), upper_rps=upper)
+        central = errors.central(raw)  # its bias factor can exceed the peak quantile's: bound it too
+        return replace(forecast, central_rps=central, upper_rps=np.maximum(upper, central))
 
-    def _judge_previous(self) -> float | None:
-        """WAPE of the previous ARIMA forecast on the observed buckets it covered; updates the streak."""
+    def _judge_previous(self) -> tuple[float | None, bool]:
+        """WAPE of the previous ARIMA forecast on the observed buckets it covered, and whether it was poor;
+        updates the streak. A load that stopped (no record in those buckets) has no WAPE, but a forecast of
+        records there was poor all the same: trusted as 'not assessable', it kept the job sized for the
+        load that had stopped and was never refitted."""
         previous = self._last_model_forecast
         if previous is None:
-            return None
+            return None, False
         times_s = previous.times_s
         grid = self._grid
         centres_s = grid.centres_s(grid.first, grid.end)
         covered = (centres_s >= times_s[0]) & (centres_s <= times_s[-1]) & grid.observed
-        score = wape(grid.values[covered], np.interp(centres_s[covered], times_s, previous.rates_rps))
+        predicted = np.interp(centres_s[covered], times_s, previous.rates_rps)
+        score = wape(grid.values[covered], predicted)
         if score is not None:
-            self._poor_streak = self._poor_streak + 1 if score > self.settings.wape_threshold else 0
-        return score
+            poor = score > self.settings.wape_threshold
+        elif covered.any() and not grid.values[covered].any():
+            poor = bool(predicted.max() >= 1.0)  # a record a second where none came
+        else:
+            return None, False
+        self._poor_streak = self._poor_streak + 1 if poor else 0
+        return score, poor
 
     # -- the model -----------------------------------------------------------------------------------
 
@@ -407,8 +419,11 @@ class WorkloadForecaster:
         if pending is None:
             return False
         if not pending.future.done():
-            if now_s - pending.submitted_s > self.settings.fit_timeout_s:
-                pending.future.cancel()
+            if now_s < pending.submitted_s:  # the clock stepped back: its timeout counts from now
+                self._pending = replace(pending, submitted_s=now_s)
+            elif now_s - pending.submitted_s > self.settings.fit_timeout_s:
+                if not pending.future.cancel() and self._owns_executor:
+                    self._replace_executor()
                 self._pending = None
                 _emit(
                     "warning",
@@ -487,6 +502,8 @@ class WorkloadForecaster:
         between iterations by _take_finished_fit. Waits for data: a model is joined to the buckets seen.
         """
         source = self._model_source
+        if source is not None and self._next_poll_s - now_s > source.poll_interval_s:
+            self._next_poll_s = now_s  # the clock stepped back: a day's step skipped a day of polls
         if (
             source is None
             or self._pending is not None
@@ -507,7 +524,7 @@ class WorkloadForecaster:
         if (
             rejected is not None
             and rejected[:2] == (version, fingerprint)
-            and now_s - rejected[2] < REJECTED_RETRY_S
+            and 0 <= now_s - rejected[2] < REJECTED_RETRY_S  # a clock stepped back retries it
         ):
             return False
         grid = self._grid
@@ -530,6 +547,13 @@ class WorkloadForecaster:
         """Wait up to timeout_s for a pending fit to finish (for tests and shutdown); True when none runs."""
         pending = self._pending
         return pending is None or bool(wait([pending.future], timeout=timeout_s).done)
+
+    def _replace_executor(self) -> None:
+        """A fit still running past its timeout keeps the one fit thread: every later fit would queue behind
+        it and be abandoned in turn, never started. The next ones get a thread of their own; the hung one
+        ends, or not, on its own (a thread cannot be stopped)."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="forecast-fit")
 
     def close(self) -> None:
         """Stop the executor this forecaster created (an injected executor is the caller's to stop)."""
@@ -603,10 +627,7 @@ class WorkloadForecaster:
             forecaster._grid.load_state(state["grid"])
         except Exception as exc:  # another resolution, or damage: the model without its history is lost too
             _emit("warning", "forecast_state_not_restored", error=repr(exc)[:300])
-            try:  # what the forecasts' errors taught and the refused registry version do not need it
-                forecaster._restore_judgement(state)
-            except Exception as again:
-                _emit("warning", "forecast_judgement_not_restored", error=repr(again)[:300])
+            forecaster._restore_judgement_alone(state)  # it does not need the history
             return forecaster
         try:  # a model pickled by another version of a library may no longer load: refit, keep the rest
             model = None if state["model"] is None else _unpacked_model(state["model"])
@@ -626,12 +647,13 @@ class WorkloadForecaster:
         if state["fit_in_flight"]:
             forecaster._next_fit_iteration = forecaster._iteration
             forecaster._retrain_wanted = forecaster._model is not None
-        forecaster._poor_streak = int(state["poor_streak"])
+        # a streak below 0 stored (-10^6) kept every poor forecast from ever asking for a refit
+        forecaster._poor_streak = min(max(int(state["poor_streak"]), 0), settings.retrain_after_poor)
         forecaster._setback = str(state["setback"])
         if forecaster._model is not None:
             forecaster._model_version = state.get("model_version")
             forecaster._model_fingerprint = str(state.get("model_fingerprint") or "")
-        forecaster._restore_judgement(state)
+        forecaster._restore_judgement_alone(state)
         for name in ("last_model_forecast", "last_forecast"):
             if state[name] is not None:
                 try:  # only judged and compared with, never planned on: a damaged one is dropped alone
@@ -640,11 +662,15 @@ class WorkloadForecaster:
                     _emit("warning", "forecast_not_restored", forecast=name, error=repr(exc)[:300])
         return forecaster
 
-    def _restore_judgement(self, state: dict[str, Any]) -> None:
-        """The peak errors per lead minute (the upper bound) and the registry version refused last."""
-        rejected = state.get("rejected")
-        if rejected is not None:
-            self._rejected = (str(rejected[0]), str(rejected[1]), float(rejected[2]))
+    def _restore_judgement_alone(self, state: dict[str, Any]) -> None:
+        """The peak errors per lead minute (the upper bound; damaged entries skipped) and the registry
+        version refused last (a damaged one dropped with one line, not the model and history beside it)."""
+        try:
+            rejected = state.get("rejected")
+            if rejected is not None:
+                self._rejected = (str(rejected[0]), str(rejected[1]), float(rejected[2]))
+        except (TypeError, ValueError, IndexError) as exc:
+            _emit("warning", "forecast_judgement_not_restored", part="rejected", error=repr(exc)[:300])
         self._peak_errors.load_state(state.get("peak_errors", {}))
 
     @property

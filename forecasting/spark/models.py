@@ -254,6 +254,11 @@ class SeasonalNaive:
         return np.where(np.isfinite(values), values, last.mean() if last.size else 0.0)
 
 
+TREND_CARRY_S = 3600.0
+"""The longest span over which a Holt-Winters level follows its trend, through a gap or into a forecast
+(an hour: far beyond the horizon a step or two after the last closed step); beyond, the level holds."""
+
+
 @dataclass
 class HoltWinters:
     """Additive Holt-Winters on steps of `step_s`; the season is indexed by the phase of absolute time.
@@ -279,12 +284,18 @@ class HoltWinters:
     _open_sum: float = 0.0
     _open_count: int = 0
 
+    @property
+    def _carried_steps(self) -> int:
+        return max(1, math.floor(TREND_CARRY_S / self.step_s))
+
     def _slot(self, step: int) -> int:
         return math.floor(math.fmod(step * self.step_s, self.period_s) / self.step_s) % self.season.size
 
     def _fold(self, step: int, value: float | None) -> None:
         """Advance the state to `step`, with its observed mean `value` (None: no data in it)."""
-        self.level += (step - self.last_step - 1) * self.trend  # steps without data carry the trend only
+        # steps without data carry the trend only, and for at most TREND_CARRY_S: a model trained 10 days
+        # before the data it is joined to carried 10 days of a falling trend to -4,000 rps (load: 700)
+        self.level += min(step - self.last_step - 1, self._carried_steps) * self.trend
         slot = self._slot(step)
         level_prev, trend_prev = self.level, self.trend
         if value is None:
@@ -318,7 +329,7 @@ class HoltWinters:
         ahead = times_s / self.step_s - (self.last_step + 0.5)  # in steps from the last closed step's centre
         phase = np.mod(times_s, self.period_s) / self.step_s - 0.5
         season = np.interp(phase, np.arange(self.season.size), self.season, period=self.season.size)
-        return self.level + np.maximum(ahead, 0.0) * self.trend + season
+        return self.level + np.clip(ahead, 0.0, self._carried_steps) * self.trend + season
 
 
 def fit_holt_winters(

@@ -27,6 +27,7 @@ import pandas as pd
 
 from forecasting.accuracy import wape
 from forecasting.grid import bucket_means, fill_gaps, runs
+from forecasting.history import MAX_HISTORY_SPAN_S
 from forecasting.spark.models import (
     HoltWinters,
     RegistryModel,
@@ -36,6 +37,7 @@ from forecasting.spark.models import (
     refit_arima_params,
 )
 from forecasting.spark.seasonal_profile import DAY_S, candidate_periods, fit_profile
+from messages.types import MAX_RATE_RPS
 
 
 @dataclass(frozen=True)
@@ -107,9 +109,14 @@ class TrainResult:
 
 
 def clean(times_s: np.ndarray, rates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Finite, non-negative samples sorted by time; of duplicated timestamps the last one wins."""
+    """Plausible samples sorted by time; of duplicated timestamps the last one wins. Dropped, as the daemon's
+    grid drops them: rates that are not finite, below 0 or above MAX_RATE_RPS (damage, not load: one at
+    1e12 won the model selection), and times more than MAX_HISTORY_SPAN_S from the median time (one row
+    stamped 1970 in a week's history made the dense grid 1.3 GB)."""
     frame = pd.DataFrame({"t": np.asarray(times_s, dtype=float), "r": np.asarray(rates, dtype=float)})
-    frame = frame[np.isfinite(frame.t) & np.isfinite(frame.r) & (frame.r >= 0)]
+    frame = frame[np.isfinite(frame.t) & np.isfinite(frame.r) & (frame.r >= 0) & (frame.r <= MAX_RATE_RPS)]
+    if len(frame):
+        frame = frame[(frame.t - frame.t.median()).abs() <= MAX_HISTORY_SPAN_S]
     frame = frame.drop_duplicates("t", keep="last").sort_values("t", kind="stable")
     return frame.t.to_numpy(), frame.r.to_numpy()
 

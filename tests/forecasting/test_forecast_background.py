@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 
 import numpy as np
@@ -220,3 +221,66 @@ def test_a_broken_logging_setup_changes_nothing(monkeypatch):
     assert forecasts[-1].model == "persistencemodel"
     driver.now_s += 1500  # a history restart logs from observe()
     assert driver.step().reason.startswith("no model yet: history")
+
+
+def test_a_fit_hung_past_its_timeout_leaves_the_next_fit_a_thread_of_its_own():
+    """A fit that never returns held the forecaster's one fit thread: every later fit queued behind it and
+    was abandoned in turn without starting, and the forecaster never had a model again."""
+    hang, calls = threading.Event(), 0
+
+    def first_hangs(y, X=None):
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            hang.wait(4 * WAIT_S)
+        return PersistenceModel(y)
+
+    forecaster = WorkloadForecaster(replace(SETTINGS, fit_timeout_s=120.0), fit=first_hangs)
+    driver = Driver(forecaster, flat(900.0))
+    try:
+        driver.step_until(lambda f: f.reason.startswith("no model (first fit abandoned"))
+        driver.step_until(lambda f: "fit running" in f.reason or f.model == "persistencemodel")
+        assert forecaster.wait_idle(WAIT_S) and not hang.is_set()  # ran while the first still hangs
+        assert driver.step_until(lambda f: f.model == "persistencemodel", max_steps=2) and calls == 2
+    finally:
+        hang.set()
+        forecaster.close()
+
+
+def test_a_clock_stepped_back_restarts_a_running_fits_timeout_from_now():
+    """Counted from a submission time ahead of the clock, a hung fit was never abandoned."""
+    fit = BlockingFit(block_from=1)
+    forecaster = WorkloadForecaster(replace(SETTINGS, fit_timeout_s=120.0), fit=fit)
+    driver = Driver(forecaster, flat(900.0))
+    try:
+        driver.step_until(lambda f: f.reason.startswith("no model yet: first fit running since"))
+        driver.now_s -= 86_400
+        stepped_back_s = driver.now_s + 60
+        running = driver.step()
+        assert running.reason == f"no model yet: first fit running since {stepped_back_s} s"
+        while driver.now_s + 60 - stepped_back_s <= 120:
+            driver.step()
+        with capture_logs() as logs:
+            driver.step()
+        assert [e["event"] for e in logs if e["log_level"] == "warning"] == ["forecast_fit_abandoned"]
+    finally:
+        fit.release()
+        forecaster.close()
+
+
+def stops_at_900(t: np.ndarray) -> np.ndarray:
+    return np.where(t < 900, 800.0, 0.0)
+
+
+def test_a_model_forecasting_records_after_the_load_stopped_is_poor_and_refitted():
+    """With no record in the buckets judged, WAPE has nothing to weigh by; a model that kept forecasting the
+    old level was served as 'not assessable' for as long as the load stayed stopped, and never refitted."""
+    fit = RecordingFit(make=lambda y, call: ConstantModel(y, 800.0) if call == 1 else PersistenceModel(y))
+    driver = Driver(WorkloadForecaster(SETTINGS, InlineExecutor(), fit=fit), stops_at_900)
+    driver.step_until(lambda f: f.model == "constantmodel")
+    while driver.now_s < 960:
+        driver.step()
+    stopped = driver.step()
+    assert stopped.reason == "the load stopped, the previous forecast did not" and stopped.model == "linear"
+    refitted = driver.step_until(lambda f: f.reason == "new model swapped in")
+    assert refitted.rates_rps.max() == 0.0 and len(fit.calls) == 2

@@ -162,6 +162,8 @@ def test_a_damaged_saved_grid_gives_a_fresh_history_and_observe_keeps_working():
         lambda g: g["values"].__setitem__(0, 1e300),
         lambda g: g["open_timestamps_s"].__setitem__(0, g["first"] * 10.0),  # before the grid's end
         lambda g: g["open_rates_rps"].append(1.0),
+        # buckets in the future and no newest sample: every sample after it taken for late
+        lambda g: g.update(first=10**14, watermark_s=None, open_timestamps_s=[], open_rates_rps=[]),
     ],
 )
 def test_grid_load_state_refuses_what_add_could_not_have_produced(damage):
@@ -235,3 +237,60 @@ def test_a_grid_that_cannot_be_restored_keeps_the_peak_errors_and_the_refused_ve
     assert restored._grid.values.size == 0
     assert np.allclose(restored._peak_errors.upper(np.full(60, 100.0)), 150.0)
     assert restored._rejected == ("v7", "wape 0.9 > 0.25", 1_000.0)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        {"peak_errors": {"ratios": [[None, "x", True, -1.0, 1.5]], "mean_ratios": 5}},
+        {"rejected": ["v1"]},
+        {"poor_streak": -(10**6)},
+    ],
+    ids=["peak-errors", "rejected", "poor-streak"],
+)
+def test_a_damaged_judgement_is_dropped_alone_and_the_model_and_history_kept(damage):
+    """One bad entry used to lose the history and model beside it; a streak stored far below 0 kept every
+    poor forecast from asking for a refit."""
+    state, _ = saved_state()
+    with capture_logs():
+        restored = WorkloadForecaster.from_state({**state, **damage}, SETTINGS, executor=InlineExecutor())
+    assert restored._grid.values.size == 60
+    assert restored._rejected is None and restored._poor_streak == 0
+    saved = [1.5] if "peak_errors" in damage else state["peak_errors"]["ratios"][0]
+    assert list(restored._peak_errors._ratios[0]) == saved
+
+
+def test_the_upper_bound_is_never_below_the_bias_corrected_forecast():
+    """The bias factor is the median of the mean ratios and can exceed the peak ratios' quantile."""
+    state, now_s = saved_state()
+    state["peak_errors"] = {"ratios": [[0.9] * 20] * 30, "mean_ratios": [[1.6] * 20] * 30}
+    driver = Driver(WorkloadForecaster.from_state(state, SETTINGS, executor=InlineExecutor()), flat(1000.0))
+    driver.now_s = now_s
+    forecast = driver.step()
+    assert forecast.central_rps.max() > forecast.rates_rps.max()
+    assert np.all(forecast.upper_rps >= forecast.central_rps)
+
+
+class CountingPolls:
+    """A registry that never has a model, counting how often it is asked."""
+
+    poll_interval_s = 600.0
+
+    def __init__(self) -> None:
+        self.polls = 0
+
+    def newest_version(self) -> None:
+        self.polls += 1
+
+
+def test_a_clock_stepped_back_polls_the_registry_again_at_once():
+    """The next poll was due a poll interval after the clock's old reading: a day's step, a day of none."""
+    registry = CountingPolls()
+    driver = Driver(WorkloadForecaster(SETTINGS, InlineExecutor(), RecordingFit(), registry), flat(1000.0))
+    driver.now_s = T0_S
+    driver.step()
+    assert registry.polls == 1
+    driver.now_s -= 86_400
+    for _ in range(5):
+        driver.step()
+    assert registry.polls == 2

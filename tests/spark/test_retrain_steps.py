@@ -22,6 +22,28 @@ def test_duplicated_timestamps_keep_the_last_value_and_bad_samples_are_dropped()
     assert times.tolist() == [0.0, 60.0] and rates.tolist() == [2.0, 3.0]
 
 
+def test_rates_and_times_no_load_can_have_are_dropped_as_the_daemon_drops_them():
+    """A rate of 1e12 won the model selection; one row stamped 1970 in a week's history made a 1.3 GB grid."""
+    times = T0 + np.arange(5) * 60.0
+    kept_times, kept = clean(np.append(times, 0.0), np.array([1.0, 2.0, 1e12, 3.0, 4.0, 5.0]))
+    assert kept_times.tolist() == [T0, T0 + 60.0, T0 + 180.0, T0 + 240.0] and kept.tolist() == [
+        1.0,
+        2.0,
+        3.0,
+        4.0,
+    ]
+
+
+def test_holt_winters_follows_its_trend_across_an_hour_at_most():
+    """A model trained ten days before the data it is joined to extrapolated ten days of a falling trend."""
+    model = HoltWinters(0.5, 0.1, 0.0, 300.0, 600.0, level=700.0, trend=-2.0, season=np.zeros(2), last_step=0)
+    ten_days = 10 * DAY_S
+    assert model.predict(1, np.array([[ten_days]]))[0] == pytest.approx(700.0 - 2.0 * 12)
+    assert model.predict(1, np.array([[450.0]]))[0] == pytest.approx(700.0 - 2.0 * 1)  # near: the trend
+    model.update(np.array([650.0, 650.0]), np.array([[ten_days], [ten_days + 300.0]]))
+    assert model.level == pytest.approx(0.5 * 650.0 + 0.5 * (700.0 - 2.0 * 13))
+
+
 def test_short_gaps_are_interpolated_long_ones_held_outages_treated_as_gaps():
     times = np.arange(0, 100) * 60.0
     rates = np.full(100, 10.0)
