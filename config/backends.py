@@ -20,7 +20,8 @@ _PENDING = "flink_taskmanager_job_task_operator_pendingRecords"
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    """No NaN or infinity anywhere (a timeout of .inf overflowed the clock: every query failed)."""
 
 
 class PrometheusConfig(_Section):

@@ -7,6 +7,7 @@ target 0.6), `ds2-r1.2` (target rate 1.2 × the source rate). A baseline named w
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -41,6 +42,8 @@ def parse_baseline(name: str) -> BaselineName | None:
         if text is None:
             return BaselineName(family, None)
         knob = float(text)
+        if not math.isfinite(knob):  # 400 nines read as an infinite HPA target
+            raise ValueError(f"{name!r}: the knob {text[:20]}… is not a finite number")
         if family == "static" and not knob >= 1:
             raise ValueError(f"{name!r}: a static scale-out must be ≥ 1")
         if family == "hpa" and not knob > 0:

@@ -351,7 +351,7 @@ class RecoveryConfig(Section):
         20, ge=1, description="Observed downtimes per direction the robust (median) estimate is taken over."
     )
     checkpoint_interval_s: float = Field(
-        10.0, gt=0, description="Job's checkpoint interval (replay on restart)."
+        10.0, ge=1, description="Job's checkpoint interval (replay on restart), seconds (Flink's least: 1)."
     )
     scale_out_at_checkpoint: bool = Field(
         False,
@@ -435,6 +435,13 @@ class ForecastConfig(Section):
         300.0, gt=0, description="How often (loop time) the registry is checked for a newer model version."
     )
 
+    @field_validator("seasonal_period_s")
+    @classmethod
+    def _positive_period(cls, period_s: float | str | None) -> float | str | None:
+        if isinstance(period_s, float) and not period_s > 0:
+            raise ValueError(f"a seasonal period must be > 0 s, 'auto' or null; got {period_s:g}")
+        return period_s
+
     @model_validator(mode="after")
     def _history_ordered(self) -> ForecastConfig:
         if self.min_history_s > self.max_history_s:
@@ -502,6 +509,15 @@ class CapacityConfig(Section):
         3600.0, gt=0, description="A worker unseen this long is retired; its slope stays in the pooled one."
     )
 
+    @model_validator(mode="after")
+    def _idle_below_saturation(self) -> CapacityConfig:
+        if self.idle_cpu >= self.saturation_cpu:
+            raise ValueError(
+                f"idle_cpu ({self.idle_cpu:g}) must be below saturation_cpu ({self.saturation_cpu:g}): an idle "
+                "worker at or above its saturated CPU leaves no range for its throughput"
+            )
+        return self
+
 
 class BaselinesConfig(Section):
     """Knobs of the baseline policies; defaults are the paper's setup and each system's documented defaults."""
@@ -510,7 +526,11 @@ class BaselinesConfig(Section):
         12, ge=1, description="static: the fixed scale-out (the paper's 12 workers)."
     )
     hpa_sync_period_s: float = Field(
-        15.0, gt=0, description="hpa-*: seconds between HPA evaluations (the loop runs this often for them)."
+        15.0,
+        ge=0.1,
+        le=DAY_S,
+        description="hpa-*: seconds between HPA evaluations (the loop runs this often for them; 0.1 s to a "
+        "day, as loop.interval_s).",
     )
     hpa_tolerance: float = Field(
         0.1, ge=0, description="hpa-*: no change while |CPU / target - 1| is within this tolerance."
@@ -567,7 +587,8 @@ class BaselinesConfig(Section):
     )
     ds2_decision_interval_s: float | None = Field(
         None,
-        gt=0,
+        ge=0.1,
+        le=DAY_S,
         description="ds2 (vertex granularity): DS2's policy interval, seconds between decisions (DS2 §4.2: "
         "5-30 s on Flink, 60 s on Heron); default loop.interval_s.",
     )

@@ -1,7 +1,8 @@
 """Reading a user's YAML file (the config, a topology): data, or one line saying why not. Unreadable, not
 UTF-8 text, not YAML, a key given twice, nested deeper than any config (PyYAML's scanner slows down
-quadratically with the depth: 100,000 brackets never finish), or with aliases (an alias that expands
-other aliases grows exponentially: a 1 KB file can ask for gigabytes)."""
+quadratically with the depth: 100,000 brackets never finish), with aliases (an alias that expands other
+aliases grows exponentially: a 1 KB file can ask for gigabytes), larger than any config, or with a tagged
+value that cannot be built (`!!int abc`, a 5,000-digit number, a list as a key)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import yaml
 
 MAX_DEPTH = 32
 """Nesting of mappings and lists a file may have (a config has 3 levels, a topology 4)."""
+MAX_BYTES = 4 * 1024**2
+"""The largest file read (a config or a topology is a few KB)."""
 
 
 class YamlFileError(ValueError):
@@ -34,11 +37,15 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 def read_yaml(path: str | Path) -> object:
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with Path(path).open("rb") as handle:  # /dev/zero given as a config file read forever
+            data = handle.read(MAX_BYTES + 1)
+        text = data.decode("utf-8")
     except OSError as error:
         raise YamlFileError(f"cannot read file: {error.strerror or error}") from error
     except UnicodeDecodeError as error:
         raise YamlFileError(f"not UTF-8 text (byte {error.start})") from error
+    if len(data) > MAX_BYTES:
+        raise YamlFileError(f"larger than {MAX_BYTES // 1024**2} MB: not a configuration")
     try:
         depth = 0
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
@@ -54,3 +61,5 @@ def read_yaml(path: str | Path) -> object:
         return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
     except yaml.YAMLError as error:
         raise YamlFileError(f"not valid YAML: {' '.join(str(error).split())}") from error
+    except (ValueError, TypeError, RecursionError) as error:  # a tagged value YAML parsed but cannot build
+        raise YamlFileError(f"not valid YAML: {' '.join(str(error).split())[:200]}") from error

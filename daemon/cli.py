@@ -8,6 +8,7 @@ from forecasting.blas import limit_blas_threads  # first: one BLAS thread for ev
 import argparse
 import json
 import math
+import os
 import sys
 import tempfile
 import time
@@ -21,6 +22,8 @@ from daemon.finite_json import finite
 from daemon.interrupts import interruptible
 
 EXIT_OK, EXIT_FAILURE, EXIT_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_BROKEN_PIPE = 141
+"""128 + SIGPIPE, what a shell reports for a program whose reader left."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,10 +35,15 @@ def main(argv: list[str] | None = None) -> int:
     limit_blas_threads()
     try:
         with interruptible():
-            return args.handler(args)
+            code = args.handler(args)
+        sys.stdout.flush()  # a reader that left (`| head -1`) shows here, not as a traceback at exit
+        return code
     except ConfigError as error:
         print(error, file=sys.stderr)
         return EXIT_CONFIG
+    except BrokenPipeError:  # nobody reads the output any more: nothing to say, and nowhere
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:  # Ctrl-C: the user knows why it stopped, a traceback says nothing more
         print(f"foresail {args.command or 'run'}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

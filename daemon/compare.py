@@ -249,7 +249,9 @@ def write_outputs(comparison: Comparison, out_dir: Path, static_scaleout: int = 
         "runs": {p: [_without_series(r) for r in runs] for p, runs in comparison.runs.items()},
     }
     with output_errors(out_dir):
-        (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
+        partial = out_dir / "summary.json.partial"  # replaced whole: a full disk leaves the last one
+        partial.write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
+        partial.replace(out_dir / "summary.json")
         (out_dir / "table.md").write_text(markdown_tables(stats, len(comparison.seeds)))
         summary["plots"] = [str(p) for p in write_plots(comparison.runs, stats, out_dir)]
     return summary

@@ -11,6 +11,7 @@ process (tests) apart.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import socket
 import sys
@@ -179,6 +180,7 @@ class DaemonMetrics:
 
 
 CLIENT_TIMEOUT_S = 5.0
+"""The longest a connection is served, its reads and writes together."""
 MAX_CLIENTS = 64
 """Connections served at once; more are closed at once: slow clients must not take the file descriptors
 the knowledge store needs (a few hundred held the process at its limit and every save failed)."""
@@ -218,11 +220,17 @@ class _BoundedServer(ThreadingHTTPServer):
     def process_request_thread(self, request: socket.socket, client_address: object) -> None:
         """ThreadingMixIn's, with the slot freed before the connection closes: a client that sees it
         closed can be served at once."""
+        # the handler's timeout bounds each read only: a client sending a byte every few seconds held its
+        # slot for good, and 64 such kept every /healthz probe unanswered (a liveness probe restarts the pod)
+        deadline = threading.Timer(CLIENT_TIMEOUT_S, _cut_off, (request,))
+        deadline.daemon = True
+        deadline.start()
         try:
             self.finish_request(request, client_address)
         except Exception:
             self.handle_error(request, client_address)
         finally:
+            deadline.cancel()
             self._slots.release()
             self.shutdown_request(request)
 
@@ -231,6 +239,12 @@ class _BoundedServer(ThreadingHTTPServer):
         error = sys.exc_info()[1]
         if not isinstance(error, ConnectionError | TimeoutError):
             print(f"foresail: health endpoint: {type(error).__name__}: {error}", file=sys.stderr)
+
+
+def _cut_off(request: socket.socket) -> None:
+    """Ends a connection past its deadline: its handler's next read or write fails."""
+    with contextlib.suppress(OSError):
+        request.shutdown(socket.SHUT_RDWR)
 
 
 class HealthServer:
@@ -271,7 +285,7 @@ class HealthServer:
             def log_message(self, *args: object) -> None:  # probes every few seconds: not for the audit log
                 pass
 
-        Handler.timeout = CLIENT_TIMEOUT_S  # a client that sends a byte at a time holds its thread this long
+        Handler.timeout = CLIENT_TIMEOUT_S  # each read; the connection's deadline is _BoundedServer's
         self.server = _BoundedServer((host, port), Handler)
         self.port = self.server.server_address[1]
         self._thread = threading.Thread(target=self.server.serve_forever, name="health", daemon=True)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import sys
 import threading
 from typing import TextIO
 
 import structlog
+
+from daemon.finite_json import finite
 
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
@@ -19,7 +22,10 @@ def configure_logging(
     """Route every structlog event to `stream` (stdout by default) with a UTC timestamp; `names` (the job
     and the target of this daemon) go into every event, from every thread."""
     renderers = (
-        [structlog.processors.dict_tracebacks, structlog.processors.JSONRenderer(sort_keys=False)]
+        [
+            structlog.processors.dict_tracebacks,
+            structlog.processors.JSONRenderer(_strict_json, sort_keys=False),
+        ]
         if fmt == "json"
         else [structlog.dev.ConsoleRenderer(colors=False)]
     )
@@ -35,6 +41,11 @@ def configure_logging(
         logger_factory=lambda *_: writer,
         cache_logger_on_first_use=False,
     )
+
+
+def _strict_json(event: object, **options: object) -> str:
+    """JSON a strict parser reads: null where a value is NaN or infinite (json.dumps writes `Infinity`)."""
+    return json.dumps(finite(event), allow_nan=False, **options)
 
 
 def _named(names: dict[str, str]) -> structlog.typing.Processor:

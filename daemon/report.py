@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from config.load import ConfigError
 from config.schema import Config
 from daemon.compare import ORACLE, fmt, run_comparison, write_outputs
 
@@ -25,6 +26,7 @@ TRACES = {
 }
 EQUAL_SERVICE_FILE = "equal_service.json"
 """Under the report's figures folder: what `benchmarks/equal_service.py --out` measured, if it was run."""
+EQUAL_SERVICE_KEYS = frozenset({"results", "command", "wall_s", "load"})
 TRACE_TITLES = {
     "sine": "WordCount (sine)",
     "ysb": "Yahoo Streaming Benchmark",
@@ -60,8 +62,28 @@ def load_summaries(figures_dir: Path) -> dict[str, dict]:
             raise FileNotFoundError(
                 f"no saved runs of trace {trace!r} ({path} is missing): run without --render-only first"
             )
-        summaries[trace] = json.loads(path.read_text())
+        summary = _saved_json(path)
+        if (
+            not isinstance(summary, dict)
+            or not summary.get("seeds")
+            or not isinstance(summary.get("stats"), dict)
+        ):
+            raise _damaged(path, "no seeds or stats")
+        summaries[trace] = summary
     return summaries
+
+
+def _saved_json(path: Path) -> object:
+    try:
+        return json.loads(path.read_text())
+    except (ValueError, RecursionError) as error:  # a write cut short by a full disk, an edit
+        raise _damaged(path, type(error).__name__) from None
+
+
+def _damaged(path: Path, why: str) -> ConfigError:
+    return ConfigError(
+        "--report", [f"{path} is damaged ({why}): run without --render-only to write it again"]
+    )
 
 
 def write_report(
@@ -71,7 +93,9 @@ def write_report(
     if rerun:
         run_traces(figures_dir, policies, seeds, jobs)
     equal_path = figures_dir / EQUAL_SERVICE_FILE
-    equal = json.loads(equal_path.read_text()) if equal_path.is_file() else None
+    equal = _saved_json(equal_path) if equal_path.is_file() else None
+    if equal is not None and not (isinstance(equal, dict) and equal.keys() >= EQUAL_SERVICE_KEYS):
+        raise _damaged(equal_path, f"not an object with {', '.join(sorted(EQUAL_SERVICE_KEYS))}")
     path.write_text(render(load_summaries(figures_dir), figures_dir.relative_to(path.parent), equal))
 
 

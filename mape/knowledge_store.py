@@ -287,9 +287,13 @@ class KnowledgeStore:
         return knowledge
 
     def attached(self, name: str) -> dict[str, Any] | None:
-        """The state an attachment saved with the last iteration (None: never saved)."""
+        """The state an attachment saved with the last iteration (None: never saved, or unreadable: said)."""
         row = self._db.execute("SELECT value FROM state WHERE key = ?", (ATTACHED + name,)).fetchone()
-        return json.loads(row[0]) if row else None
+        try:
+            return json.loads(row[0]) if row else None
+        except (ValueError, TypeError, RecursionError) as error:  # damaged: every restart crashed on it
+            self.log.warning("attached-state-unreadable", path=self.path, name=name, error=repr(error)[:200])
+            return None
 
     def save(self, knowledge: Knowledge, decision: Decision | None) -> None:
         """Write the iteration's knowledge, decision and observed recoveries in one transaction."""

@@ -64,8 +64,10 @@ def load_trace(
             counts.append(count)
     if not seconds:
         raise ValueError(f"{path}: no data rows after the header")
-    if max(counts) <= 0:
-        raise ValueError(f"{path}: every count is 0; the twin sizes its workers from the trace's peak")
+    if max(counts) < 1:  # 5e-324 is above 0 and sized workers of zero capacity
+        raise ValueError(
+            f"{path}: every count is below 1 record/s; the twin sizes its workers from the trace's peak"
+        )
     offsets = np.asarray(seconds, dtype=np.int64) - seconds[0]
     rates = np.empty(int(offsets[-1]) + 1, dtype=float)
     # Each row's value holds until the next row: fill [offset_i, offset_{i+1}) with value i.

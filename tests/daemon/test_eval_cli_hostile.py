@@ -221,6 +221,16 @@ def test_rendering_the_report_before_any_saved_runs_says_to_run_first(tmp_path):
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize("saved", ['{"seeds": [0], "stats"', "{}", '{"seeds": [], "stats": {}}'])
+def test_rendering_the_report_from_a_damaged_saved_run_says_so_in_one_line(tmp_path, saved):
+    """A summary cut short by a full disk (it is now replaced whole) or edited: a traceback before."""
+    (tmp_path / "evaluation" / "sine").mkdir(parents=True)
+    (tmp_path / "evaluation" / "sine" / "summary.json").write_text(saved)
+    done = run_driver("decision_quality.py", "--report", str(tmp_path / "evaluation.md"), "--render-only")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "sine/summary.json is damaged" in done.stderr
+
+
 # ---------------------------------------------------------------------------------- 8: report command
 def test_the_simulate_command_the_report_prints_runs_from_the_repository_root():
     from daemon.report import _gap_section
@@ -281,3 +291,13 @@ def test_the_loop_latency_benchmark_runs_its_smallest_case():
     assert result.returncode == 0, result.stderr[-2000:]
     figures = json.loads(result.stdout)["12"]
     assert all(math.isfinite(v) and v > 0 for v in figures.values()) and "analyze_plan_ms_p99" in figures
+
+
+def test_output_whose_reader_left_ends_quietly():
+    """`foresail simulate | head -1`: a BrokenPipeError traceback when the reader left before the end."""
+    process = subprocess.Popen(
+        [*FORESAIL, "config-example"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    process.stdout.close()  # the reader leaves before the first line
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 141 and stderr == ""

@@ -108,6 +108,35 @@ def test_a_client_that_sends_a_byte_at_a_time_is_cut_off(monkeypatch):
         server.close()
 
 
+def test_a_client_that_trickles_bytes_within_each_read_timeout_is_cut_off_at_the_deadline(monkeypatch):
+    """The read timeout bounds each read only: a byte every 0.1 s held a slot for good, and 64 such clients
+    kept every /healthz probe unanswered."""
+    import socket
+
+    import daemon.health
+
+    monkeypatch.setattr(daemon.health, "CLIENT_TIMEOUT_S", 0.3)
+    server = _server()
+    closed_after = None
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=0.1) as slow:
+            slow.sendall(b"GET /healthz HTTP/1.1\r\nX-a: ")
+            for sent in range(1, 100):
+                try:
+                    slow.sendall(b"x")
+                    if slow.recv(1024) == b"":
+                        closed_after = sent
+                        break
+                except TimeoutError:  # nothing within 0.1 s: the server still holds the connection
+                    continue
+                except ConnectionError:
+                    closed_after = sent
+                    break
+    finally:
+        server.close()
+    assert closed_after is not None and closed_after < 50
+
+
 def test_connections_beyond_the_cap_are_closed_and_the_endpoint_serves_again_once_they_go(monkeypatch):
     import socket
 

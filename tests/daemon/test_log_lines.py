@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 
 import structlog
 
@@ -34,3 +35,23 @@ def test_lines_that_cannot_be_written_are_dropped_and_said_once(capsys):
     disk.full = False
     log.info("iteration", iteration=3)
     assert len(disk.lines) == 1 and '"iteration": 3' in disk.lines[0]
+
+
+def _refuse(constant: str) -> None:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def test_an_audit_run_is_json_a_strict_parser_reads(tmp_path):
+    """An HPA run's recoveries carry an unknown (infinite) predicted recovery: json.dumps wrote
+    `Infinity`, which JSON has not (Node's JSON.parse and jq refuse the line)."""
+    from config.schema import Config
+    from daemon.runtime import run_daemon
+
+    audit = tmp_path / "a.jsonl"
+    config = Config.model_validate(
+        {"scaling": {"policy": "hpa-80"}, "knowledge": {"path": str(tmp_path / "k.sqlite")}}
+    )
+    assert run_daemon(config, max_iterations=30, audit_log=str(audit)) == 0
+    events = [json.loads(line, parse_constant=_refuse) for line in audit.read_text().splitlines()]
+    observed = [r for e in events for r in e.get("recoveries_observed") or []]
+    assert observed and any(r["predicted_s"] is None for r in observed)

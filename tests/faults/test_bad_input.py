@@ -53,7 +53,8 @@ def _clear_error(result: Result) -> str:
 TRACES = {
     "gap-of-1e9-seconds": ("second|count\n0|5\n1000000000|6\n", ":3: second 1000000000 lies"),
     "count-1e300": ("second|count\n0|5\n1|1e300\n", ":3: count 1e+300 above the maximum"),
-    "all-zero": ("second|count\n0|0\n1|0\n2|0\n", "every count is 0"),
+    "all-zero": ("second|count\n0|0\n1|0\n2|0\n", "every count is below 1 record/s"),
+    "subnormal-peak": ("second|count\n0|5e-324\n1|0\n", "every count is below 1 record/s"),
     "second-beyond-int64": ("second|count\n0|1\n99999999999999999999999|1\n", ":3: need second >= 0"),
     "binary-garbage": ("second|count\n\x00\x01\xff|\x02\n", ":2: not numbers"),
     "no-header": ("0|5\n1|6\n", ":1: expected a header"),
@@ -147,6 +148,24 @@ FILES_THAT_HUNG_OR_CRASHED = {
     "alias bomb": (_alias_bomb().encode(), "YAML aliases (*a0) are not accepted"),
     "100,000 brackets": (b"x: " + b"[" * 100_000, "nested more than 32 levels"),
     "binary": (b"\x89PNG\r\n\x1a\n\x00\xff\xfe", "not UTF-8 text"),
+    "prometheus timeout inf": (b"prometheus: {timeout_s: .inf}\n", "prometheus.timeout_s"),
+    "healthz that never fails": (b"server: {unhealthy_after_loops: .inf}\n", "server.unhealthy_after_loops"),
+    "5,000-digit number": (b"loop: {interval_s: " + b"9" * 5000 + b"}\n", "not valid YAML: Exceeds"),
+    "month 13": (b"x: !!timestamp 2001-13-45\n", "not valid YAML: month must be"),
+    "int abc": (b"x: !!int abc\n", "not valid YAML: invalid literal"),
+    "a list as a key": (b"? [a, b]\n: 1\n", "not valid YAML: unhashable"),
+    "5 MB": (b"#" * 5 * 1024**2, "larger than 4 MB"),
+    "seasonal period -5 s": (b"forecast: {seasonal_period_s: -5}\n", "forecast.seasonal_period_s"),
+    "checkpoint every 0.4 s": (b"recovery: {checkpoint_interval_s: 0.4}\n", "recovery.checkpoint_interval_s"),
+    "hpa every millisecond": (
+        b"scaling: {policy: hpa-80}\nbaselines: {hpa_sync_period_s: 0.001}\n",
+        "baselines.hpa_sync_period_s",
+    ),
+    "idle above saturation": (
+        b"capacity: {idle_cpu: 0.9, saturation_cpu: 0.2}\n",
+        "must be below saturation_cpu",
+    ),
+    "hpa target of 400 nines": (b"scaling: {policy: hpa-" + b"9" * 400 + b"}\n", "not a finite number"),
 }
 
 

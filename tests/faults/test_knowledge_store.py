@@ -463,6 +463,29 @@ def test_a_restarted_daemon_finds_the_twins_backlog(tmp_path, fault):
     assert world.twin.now_s == knowledge.last_time_s
 
 
+@pytest.mark.parametrize("damage", ["garbage{", "[" * 100_000 + "]" * 100_000], ids=["garbage", "deep"])
+def test_a_damaged_twin_state_is_replayed_not_a_crash_at_every_start(tmp_path, damage, fault):
+    """json.loads on the stored twin state raised out of every restart; only --fresh (losing the
+    knowledge) got past it."""
+    path, audit = tmp_path / "k.sqlite", tmp_path / "a.jsonl"
+    config = Config.model_validate({"knowledge": {"path": str(path)}, "logging": {"level": "warning"}})
+    assert run_daemon(config, max_iterations=2, audit_log=str(audit)) == 0
+    db = sqlite3.connect(path)
+    db.execute("UPDATE state SET value = ? WHERE key = 'attached:twin'", (damage,))
+    db.commit()
+    db.close()
+    code = run_daemon(config, max_iterations=4, audit_log=str(audit))
+    store = KnowledgeStore(path)
+    iteration = store.load().iteration
+    store.close()
+    fault(
+        "knowledge store", "resumed" if code == 0 and iteration == 6 else "lost", f"twin state {damage[:8]}"
+    )
+    assert code == 0 and iteration == 6  # 2 before, 4 after: the knowledge kept
+    said = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert [e["name"] for e in said if e["event"] == "attached-state-unreadable"] == ["twin"]
+
+
 @pytest.mark.slow
 def test_kill_9_at_random_points_a_hundred_times_loses_nothing(tmp_path, fault):
     result = subprocess.run(
