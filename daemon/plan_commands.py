@@ -96,14 +96,20 @@ def _fail(message: str, code: int = EXIT_USAGE) -> int:
 
 def _fit(args: argparse.Namespace) -> int:
     from planning.released_fit import fit_released
-    from planning.streambed_results import ResultsError, parse_results
+    from planning.streambed_results import MAX_MEMORY_MB, ResultsError, parse_results
 
     if not (math.isfinite(args.target_rate) and args.target_rate > 0):
         return _fail(f"--target-rate must be a rate > 0, got {args.target_rate:g}")
-    if any(not (math.isfinite(m) and m > 0) for m in args.memory):
-        return _fail("--memory: every level must be a size > 0 (MB)")
+    if any(not (math.isfinite(m) and 0 < m <= MAX_MEMORY_MB) for m in args.memory):
+        return _fail(f"--memory: every level must be a size in (0, {MAX_MEMORY_MB:g}] MB")
     try:
-        observations = parse_results(args.results.read_text(encoding="utf-8"), str(args.results))
+        with args.results.open("rb") as handle:  # /dev/zero as the results read until memory ran out
+            data = handle.read(MAX_RESULTS_BYTES + 1)
+        if len(data) > MAX_RESULTS_BYTES:
+            return _fail(
+                f"{args.results}: larger than {MAX_RESULTS_BYTES // 1024**2} MB: not StreamBed's results"
+            )
+        observations = parse_results(data.decode("utf-8"), str(args.results))
         result = fit_released(observations, args.model, args.target_rate, args.memory)
     except OSError as error:
         return _fail(f"cannot read {args.results}: {error.strerror or error}")
@@ -193,17 +199,17 @@ def _plan_locked(args: argparse.Namespace, config, explorer) -> int:
             open_store(store).close()
     except (StoreBusy, OSError) as error:
         return _fail(str(error), EXIT_FAILURE)
-    previous = _move_earlier_outputs(args.out, args.knowledge is None)
-    kept = f" (the earlier run's outputs are in {previous})" if previous else ""
     try:
         testbed, topology, max_slots = _testbed(args, config)
     except (ValueError, RuntimeError, OSError) as error:
-        return _fail(f"{_one_line(error)}{kept}", EXIT_FAILURE)
+        return _fail(f"{_one_line(error)}{_earlier_outputs_moved(args)}", EXIT_FAILURE)
+    kept = ""
     try:
-        if args.budget_max is not None and args.budget_max > max_slots:
+        if args.budget_max is not None and args.budget_max > max_slots:  # a usage error: nothing moved
             return _fail(
                 f"--budget-max {args.budget_max} is above the testbed's largest deployment ({max_slots} slots)"
             )
+        kept = _earlier_outputs_moved(args)
         plan = make_plan(
             testbed,
             args.target_rate,
@@ -313,6 +319,12 @@ def _lock_out(out: Path):
     return lock
 
 
+def _earlier_outputs_moved(args: argparse.Namespace) -> str:
+    """Moves an earlier run's outputs aside as this run starts; where they went, for its failure line."""
+    previous = _move_earlier_outputs(args.out, args.knowledge is None)
+    return f" (the earlier run's outputs are in {previous})" if previous else ""
+
+
 def _move_earlier_outputs(out: Path, own_store: bool) -> Path | None:
     """An earlier run's outputs (and its store in OUT) go to OUT/previous/ as a run starts: a run that
     fails must not leave them looking like its result, and a user may still want them."""
@@ -322,7 +334,7 @@ def _move_earlier_outputs(out: Path, own_store: bool) -> Path | None:
     earlier = [out / name for name in names if (out / name).exists()]
     if not earlier:
         return None
-    previous = out / "previous"
+    previous = out / PREVIOUS
     shutil.rmtree(previous, ignore_errors=True)
     previous.mkdir()
     for path in earlier:
@@ -360,6 +372,13 @@ def _plan_argument_problem(args: argparse.Namespace) -> str | None:
         return f"--target-rate must be a rate > 0, got {args.target_rate:g}"
     if args.key_census and args.testbed == "local-flink":
         return "--key-census needs a testbed that deploys one subtask per key group; local-flink cannot"
+    try:  # a name too long for the filesystem raises from is_dir and realpath alike
+        return _paths_problem(args)
+    except OSError as error:
+        return f"{error.filename or args.knowledge}: {error.strerror or error}"
+
+
+def _paths_problem(args: argparse.Namespace) -> str | None:
     if args.knowledge is not None and args.knowledge.is_dir():
         return f"--knowledge {args.knowledge}: a directory; the knowledge store is a file"
     try:  # before any measurement: a plan that cannot be written is time lost
@@ -375,6 +394,9 @@ def _plan_argument_problem(args: argparse.Namespace) -> str | None:
     knowledge = os.path.realpath(args.knowledge or args.out / "knowledge.db")
     if knowledge in {os.path.realpath(path) for path in outputs}:
         return f"--knowledge {args.knowledge}: one of the plan's own output files"
+    previous = os.path.realpath(args.out / PREVIOUS)
+    if os.path.commonpath([knowledge, previous]) == previous:
+        return f"--knowledge {args.knowledge}: inside {args.out / PREVIOUS}, which each run replaces"
     return None
 
 
@@ -387,6 +409,10 @@ def _progress(estimate) -> None:
 
 
 OUTPUT_FILES = ("plan.json", "deployment.yaml", "surrogate.png")
+PREVIOUS = "previous"
+"""Under --out: the earlier run's outputs, replaced by each run."""
+MAX_RESULTS_BYTES = 64 * 1024**2
+"""The largest --results file read (StreamBed's released measurements are a few KB)."""
 MAX_PLANNED_SLOTS = 100_000
 SHORT_TIMINGS_S = {"warmup_s": 20.0, "cooldown_s": 5.0, "ramp_s": 5.0, "observe_s": 15.0}
 """Estimator timings for a testbed run in minutes: a test is 25 s instead of 75 s."""

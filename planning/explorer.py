@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from planning.estimator import Estimate
 from planning.surrogate import MODELS, Observation, Surrogate, fit, loo_rmse, select_model
 
+MAX_MEASUREMENTS = 1_000
+"""More testbed runs than any budget has points to measure (10**21 ran until killed)."""
 MAX_SLOT_MEMORY_MB = 1_048_576.0
 """A terabyte per slot: beyond it a memory profile is a typo (1e308 wrote a 300-digit `Mi` request)."""
 
@@ -40,8 +42,8 @@ class ExplorerSettings:
             raise ValueError(f"need 1 <= min slots < max slots, got {self.min_slots} and {self.max_slots}")
         if not self.memory_mb or any(not 1 <= m <= MAX_SLOT_MEMORY_MB for m in self.memory_mb):
             raise ValueError(f"memory profiles must be sizes in [1, {MAX_SLOT_MEMORY_MB:.0f}] MB per slot")
-        if self.max_measurements < 4 or self.min_extra < 0:
-            raise ValueError("max_measurements must be >= 4 and min_extra >= 0")
+        if not 4 <= self.max_measurements <= MAX_MEASUREMENTS or self.min_extra < 0:
+            raise ValueError(f"max_measurements must lie in [4, {MAX_MEASUREMENTS}] and min_extra >= 0")
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,7 @@ def explore(measure: Callable[[int, float], Estimate], settings: ExplorerSetting
         acq_func="EI",
         acq_optimizer="sampling",  # the space is a few dozen points: sampling covers it, L-BFGS is waste
         n_initial_points=len(corners),
-        random_state=settings.seed,
+        random_state=settings.seed % 2**32,  # skopt's (numpy's) seeds stop at 2**32 - 1
     )
     estimates: list[Estimate] = []
     history: list[float] = []

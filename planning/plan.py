@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from planning.bids2 import VertexRate, needed_parallelism
@@ -18,7 +18,7 @@ from planning.census import take_census
 from planning.estimator import Estimate, EstimatorSettings, estimate_mst
 from planning.explorer import Exploration, ExplorerSettings, explore
 from planning.released_fit import OVERPROVISION
-from planning.skew import QUANTILE, GroupLoads, SkewModel, hottest_share, skew_model
+from planning.skew import QUANTILE, SkewModel, skew_model
 from planning.speeds import SlotSpeeds, slot_speeds
 from planning.state_cost import StateCost, VertexCost, state_cost
 from planning.surrogate import Observation, Surrogate, fit, select_model
@@ -207,21 +207,23 @@ def vertex_parallelism(
             needs[vertex.name] = least
             continue
         top = min(max_parallelism, len(loads.mean)) if loads is not None else max_parallelism
+        keyed = skew if loads is not None else None
         needs[vertex.name] = next(
-            (p for p in range(1, top + 1) if _carried_rps(vertex, p, measured_at, loads, work) >= rate_rps),
+            (p for p in range(1, top + 1) if _carried_rps(vertex, p, measured_at, keyed, work) >= rate_rps),
             top,
         )
     return needs
 
 
 def _carried_rps(
-    vertex: VertexRate, parallelism: int, measured_at: int, loads: GroupLoads | None, work: VertexCost | None
+    vertex: VertexRate, parallelism: int, measured_at: int, keyed: SkewModel | None, work: VertexCost | None
 ) -> float:
-    """The source rate at which the vertex's hottest subtask is busy all the time."""
+    """The source rate at which the vertex's hottest subtask is busy all the time (a keyed vertex's: its
+    key-group share, paced by the hosts)."""
     true_rps = vertex.true_rate_rps
     if work is not None:
         true_rps *= work.per_record_s(measured_at) / work.per_record_s(parallelism)
-    hottest = 1.0 / parallelism if loads is None else hottest_share(loads.mean, parallelism)
+    hottest = 1.0 / parallelism if keyed is None else keyed.hottest_paced(vertex.name, parallelism)
     return true_rps / (vertex.input_ratio * hottest)
 
 
@@ -240,6 +242,14 @@ def corrected_surrogate(exploration: Exploration, divisor: Callable[[int], float
     ]
     selection = select_model(corrected)
     return fit(min(selection, key=selection.__getitem__), corrected)
+
+
+def _max_parallelism(estimates: Sequence[Estimate], unknown: int) -> int:
+    """The job's max parallelism as its keyed vertices' key groups show it (`unknown` where none is
+    keyed): no slot beyond it runs a subtask more. On real Flink the plan's bound is otherwise 100,000
+    slots, and a target the job cannot carry was searched for through all of them (about 33 hours)."""
+    groups = [v.key_groups for e in estimates for v in e.final.vertices if v.key_groups > 0]
+    return min(groups, default=unknown)
 
 
 def plan_from(
@@ -272,6 +282,7 @@ def plan_from(
     )
 
     asked = OVERPROVISION * target_rate_rps
+    max_slots = min(max_slots, _max_parallelism(exploration.estimates, max_slots))
     candidates = range(1, max_slots + 1)  # the testbed's smallest run bounds the runs, not the plan
     per_memory = {
         m: next((n for n in candidates if surrogate.predict(n, m) / divisor(n) >= asked), None)

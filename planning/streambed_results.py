@@ -23,7 +23,10 @@ class ResultsError(ValueError):
 
 def parse_results(text: str, where: str = "results") -> list[Observation]:
     """The measurements in file order."""
-    rows = [r for r in csv.reader(io.StringIO(text), delimiter=";") if r]
+    try:
+        rows = [r for r in csv.reader(io.StringIO(text), delimiter=";") if r]
+    except csv.Error as error:  # a field over the csv module's limit, a NUL in a quoted one
+        raise ResultsError(f"{where}: not StreamBed's results ({error})") from error
     if not rows:
         raise ResultsError(f"{where}: no measurements")
     parsed: list[tuple[list[int] | None, float, float]] = []
@@ -56,11 +59,19 @@ MAX_MST_RPS = 1e12
 """Far above any measured job (StreamBed's largest: ~10^7 events/s): beyond it a value is damage."""
 
 
+MAX_OPERATOR_PARALLELISM = 32_768
+"""Flink's largest max parallelism: an operator above it is damage (400 nines overflowed the fit)."""
+MAX_MEMORY_MB = 1e9
+"""A petabyte: beyond any testbed (1e300 overflowed the fit's Gram matrix, and its SVD never returned)."""
+
+
 def _implausible(parallelism: list[int] | None, memory_mb: float, mst_rps: float) -> str | None:
     if parallelism is not None and min(parallelism, default=1) < 1:
         return f"a parallelism below 1 ({parallelism})"
-    if not (math.isfinite(memory_mb) and memory_mb > 0):
-        return f"memory must be a size > 0 (MB), got {memory_mb:g}"
+    if parallelism is not None and max(parallelism, default=1) > MAX_OPERATOR_PARALLELISM:
+        return f"an operator's parallelism above Flink's {MAX_OPERATOR_PARALLELISM}"
+    if not (math.isfinite(memory_mb) and 0 < memory_mb <= MAX_MEMORY_MB):
+        return f"memory must be a size in (0, {MAX_MEMORY_MB:g}] MB, got {memory_mb:g}"
     if not (math.isfinite(mst_rps) and 0 <= mst_rps <= MAX_MST_RPS):
         return f"MST must be a rate in [0, {MAX_MST_RPS:g}] events/s, got {mst_rps:g}"
     return None

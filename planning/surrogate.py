@@ -115,7 +115,14 @@ def best_prefix(model: str, observations: Sequence[Observation], shortest: int =
     longest = min(longest, len(observations))
     if shortest > longest:
         raise ValueError(f"need at least {shortest} observations, got {len(observations)}")
-    scores = {n: float(np.mean(loo_errors(model, observations[:n]))) for n in range(shortest, longest + 1)}
+    scores, problem = {}, None
+    for n in range(shortest, longest + 1):
+        try:  # a prefix whose leave-one-out fits cannot all be made (one slot count left) is skipped
+            scores[n] = float(np.mean(loo_errors(model, observations[:n])))
+        except ValueError as error:
+            problem = error
+    if not scores:
+        raise problem
     return min(scores, key=scores.__getitem__)
 
 

@@ -107,3 +107,28 @@ def test_a_rate_beyond_reach_reads_in_a_few_digits():
     settings = ExplorerSettings(max_slots=4, memory_mb=(512.0,), max_measurements=4)
     with pytest.raises(PlanError, match=r"never reaches 1.1e\+308 records/s"):
         make_plan(CurveTestbed(linear), 1e308, settings, FAST)
+
+
+class KeyedCurveTestbed(CurveTestbed):
+    """A job whose second vertex is keyed over 128 key groups (its max parallelism)."""
+
+    def run(self, phases):
+        from dataclasses import replace
+
+        from planning.testbed import VertexReading
+
+        slots = self.deployments[-1][0]
+        return [
+            replace(r, vertices=(VertexReading("source", r.achieved_rps, 0.1, slots),
+                                 VertexReading("count", r.achieved_rps, 0.5, slots, key_groups=128)))
+            for r in super().run(phases)
+        ]  # fmt: skip
+
+
+def test_a_keyed_job_is_planned_within_its_max_parallelism():
+    """On real Flink the plan's bound is 100,000 slots: a target the job could not carry was searched for
+    through all of them (about 33 hours) where no slot beyond the key groups runs a subtask more."""
+    settings = ExplorerSettings(max_slots=4, memory_mb=(512.0,), max_measurements=4)
+    testbed = KeyedCurveTestbed(lambda s, m: 1000.0 * math.sqrt(s))
+    with pytest.raises(PlanError, match="within 128 slots"):
+        make_plan(testbed, 1e6, settings, FAST, max_slots=100_000, skew_quantile=None)

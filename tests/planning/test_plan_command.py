@@ -56,6 +56,10 @@ def test_bad_fit_input_is_one_line(extra, message, capsys, tmp_path):
         (["--budget-max", "129"], "--budget-max 129 is above the testbed's largest deployment (128 slots)"),
         (["--out", "taken"], "--out taken: plan.json is a directory there"),
         (["--knowledge", "plan/plan.json"], "--knowledge plan/plan.json: one of the plan's own output files"),
+        # each run replaces OUT/previous: the store the user named was wiped
+        (["--knowledge", "plan/previous/k.db"], "--knowledge plan/previous/k.db: inside plan/previous"),
+        (["--knowledge", "x" * 300 + ".db"], "File name too long"),
+        (["--max-measurements", str(10**21)], "max_measurements must lie in [4, 1000]"),
     ],
 )
 def test_a_plan_that_could_not_be_written_or_run_is_one_line_before_any_measurement(
@@ -71,6 +75,38 @@ def test_a_plan_that_could_not_be_written_or_run_is_one_line_before_any_measurem
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "plan" / "plan.json").exists()
+
+
+def test_a_usage_error_leaves_the_earlier_plan_and_its_previous_where_they_are(capsys, tmp_path):
+    """--budget-max above the testbed moved the good plan into OUT/previous and deleted the older one."""
+    out = tmp_path / "plan"
+    (out / "previous").mkdir(parents=True)
+    (out / "previous" / "plan.json").write_text("older")
+    (out / "plan.json").write_text("earlier")
+    argv = ["plan-capacity", "--target-rate", "50000", "--out", str(out), "--budget-max", "500"]
+    assert main(argv) == 2
+    assert "above the testbed's largest deployment" in capsys.readouterr().err
+    assert (out / "plan.json").read_text() == "earlier"
+    assert (out / "previous" / "plan.json").read_text() == "older"
+
+
+def test_a_seed_beyond_numpys_explores_like_any_other():
+    """twin.seed 2**32 passed check-config, then skopt refused it with a traceback."""
+    from dataclasses import replace
+
+    from planning.estimator import Estimate
+    from planning.explorer import ExplorerSettings, explore
+    from planning.testbed import PhaseReading
+
+    def measure(slots: int, memory_mb: float) -> Estimate:
+        mst = 1000.0 * slots**0.8
+        return Estimate(slots, memory_mb, mst, (), PhaseReading(mst, mst, 0.0, 0.0), 60.0)
+
+    def slots_measured(seed: int) -> list[int]:
+        settings = replace(ExplorerSettings(max_slots=8, max_measurements=6), seed=seed)
+        return [e.slots for e in explore(measure, settings).estimates]
+
+    assert slots_measured(2**32) == slots_measured(0)
 
 
 def test_a_store_another_daemon_holds_is_one_line_before_any_measurement(capsys, tmp_path, monkeypatch):

@@ -43,7 +43,12 @@ def test_single_task_runs_count_one_slot_per_operator():
 
 @pytest.mark.parametrize(
     "text, message",
-    [("", "no measurements"), ("a;b;c\n", "3 columns"), ("x;" * 15 + "y\n", "not a StreamBed measurement")],
+    [
+        ("", "no measurements"),
+        ("a;b;c\n", "3 columns"),
+        ("x;" * 15 + "y\n", "not a StreamBed measurement"),
+        ("x" * 200_000 + ";y\n", "not StreamBed's results"),  # over the csv module's field limit
+    ],
 )
 def test_a_file_that_is_not_streambeds_is_one_line(text, message):
     with pytest.raises(ResultsError, match=message):
@@ -66,12 +71,24 @@ def _row(parallelism: str = "a;2|b;2", memory: str = "8192", mst: str = "1000.0"
         ({"mst": "inf"}, "row 1: MST must be a rate"),
         ({"mst": "1e308"}, "row 1: MST must be a rate"),
         ({"mst": "-5"}, "row 1: MST must be a rate"),
-        ({"memory": "0"}, "row 1: memory must be a size > 0"),
-        ({"memory": "nan"}, "row 1: memory must be a size > 0"),
+        ({"memory": "0"}, "row 1: memory must be a size in"),
+        ({"memory": "nan"}, "row 1: memory must be a size in"),
+        ({"memory": "1e300"}, "row 1: memory must be a size in"),  # its fit hung in an SVD
         ({"parallelism": "a;0|b;2"}, "row 1: a parallelism below 1"),
+        ({"parallelism": "a;" + "9" * 400 + "|b;2"}, "row 1: an operator's parallelism above"),
     ],
 )
 def test_a_damaged_measurement_is_named_by_its_row_not_fitted_into_nan(row, message):
     """A NaN or absurd MST would fit a, b, c = NaN and plan '–' slots with exit 0."""
     with pytest.raises(ResultsError, match=message):
         parse_results(_row(**row), "f.csv")
+
+
+def test_a_leading_run_too_few_to_fit_is_skipped_not_the_whole_fit():
+    """Where the first five runs hold one run of a slot count, leaving it out leaves one slot count: that
+    prefix's leave-one-out failed the whole fit ('every measurement is at 2 slots')."""
+    observations = released("q1")
+    reordered = [*observations[:3], *observations[4:], observations[3]]  # q1's second 16-slot run last
+    assert [o.slots for o in reordered[:5]] == [2, 16, 2, 2, 2]
+    result = fit_released(reordered, "lin", 160e6, MEMORIES)
+    assert 5 < result.runs <= 20 and all(s > 0 for s in result.slots.values())

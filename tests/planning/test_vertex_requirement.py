@@ -7,6 +7,7 @@ import pytest
 from planning.bids2 import VertexRate, needed_parallelism
 from planning.plan import vertex_parallelism
 from planning.skew import GroupLoads, SkewModel, hottest_share
+from planning.speeds import SlotSpeeds
 from planning.state_cost import StateCost, VertexCost
 from planning.testbed import VertexReading
 
@@ -30,6 +31,19 @@ def test_a_hot_key_group_needs_the_parallelism_where_its_subtask_carries_the_rat
     loads = skew.loads["count"].mean
     assert 10_000.0 / hottest_share(loads, needs) >= 95_000.0 > 10_000.0 / hottest_share(loads, needs - 1)
     assert needs > needed_parallelism([count], 95_000.0)[0]
+
+
+def test_hosts_of_differing_speed_raise_a_keyed_vertexs_parallelism():
+    """Sized on the key-group shares alone, a vertex planned for 1.10x the target carried 0.96-0.98x where
+    a slow host ran its hottest subtask; the hosts' spread paces it as it paces the job's slots."""
+    count = VertexRate("count", 10_000.0, 1.0)
+    even = GroupLoads(np.full(128, 1 / 128), tuple(np.arange(128)[:, None]), np.inf)
+    equal = SkewModel({"count": 1.0}, {"count": even})
+    spread = SkewModel({"count": 1.0}, {"count": even}, speeds=SlotSpeeds((1.0, 0.84, 1.1), 0.1))
+    at_equal = vertex_parallelism([count], 95_000.0, 8, equal, None, 128)["count"]
+    at_spread = vertex_parallelism([count], 95_000.0, 8, spread, None, 128)["count"]
+    assert at_equal == 10 and at_spread > at_equal
+    assert spread.hottest_paced("count", at_spread) * 95_000.0 <= 10_000.0
 
 
 def test_a_hot_group_no_parallelism_can_carry_is_capped_at_the_key_groups():
