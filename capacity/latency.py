@@ -82,6 +82,8 @@ class Station:
     service_rps: float
     shares: Callable[[int], np.ndarray] | None = None
     max_cores: int | None = None
+    vertex_id: str = ""
+    """The vertex it models (names need not be unique: two un-chained `Map`s)."""
 
     def sojourn_s(self, cores: int) -> float:
         if self.shares is None:

@@ -123,14 +123,29 @@ class LatencyKnowledge:
 
     @classmethod
     def from_dict(cls, data: dict) -> LatencyKnowledge:
+        """The stored correction; ValueError for a fit no steady window could give, and its lists keep only
+        numbers (one string or null stored made every iteration's median raise)."""
         fit = RegressionStats.from_dict(data["fit"]) if "fit" in data else RegressionStats()
+        # the model latency has no bound of its own (1e12 s: any a window gives); the shown one has
+        if not fit.within(1e12, MAX_STEADY_LATENCY_S):  # 10^6 s shown corrected every target away
+            raise ValueError("a latency fit no steady window could give")
         return cls(
             fit,
-            list(data.get("raw", [])),
-            list(data.get("corrected", [])),
-            list(data.get("residuals", [])),
+            _numbers(data.get("raw", [])),
+            _numbers(data.get("corrected", [])),
+            _numbers(data.get("residuals", [])),
             stat=str(data.get("stat", "mean")),
         )
+
+
+def _numbers(stored: object) -> list[float]:
+    if not isinstance(stored, list):
+        raise ValueError(f"not a list: {type(stored).__name__}")
+    return [
+        float(v)
+        for v in stored
+        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+    ][-_KEPT_ERRORS:]
 
 
 def latency_of(knowledge: Knowledge, stat: str | None = None) -> LatencyKnowledge:
@@ -167,7 +182,8 @@ def stations(
             known = knowledge.dag.vertices.get(v.vertex_id)
             loads = known.key_loads if known is not None else None
             shares = _shares_of(loads, hot.get(v.name))
-        result.append(Station(v.name, source_rps * v.input_ratio, v.true_rate_rps, shares, max_cores))
+        arrival_rps = source_rps * v.input_ratio
+        result.append(Station(v.name, arrival_rps, v.true_rate_rps, shares, max_cores, v.vertex_id))
     return result
 
 
@@ -344,8 +360,7 @@ class LatencyObjective:
         if need.scaleout is None:
             proposal = self._inner(a, knowledge)
             return replace(proposal, reasons=(*need.reasons, *proposal.reasons))
-        floored = {n: (c if n >= need.scaleout else 0.0) for n, c in a.capacities_rps.items()}
-        proposal = self._inner(replace(a, capacities_rps=floored), knowledge)
+        proposal = self._inner(_floored(a, need.scaleout), knowledge)
         reasons = (*need.reasons, *proposal.reasons)
         hot = _hot_bottleneck(a, knowledge, self.max_scaleout)
         if hot is not None and proposal.scaleout > max(hot[0], need.scaleout, current):
@@ -375,6 +390,20 @@ class LatencyObjective:
         if isinstance(self.inner, ConfigurationPolicy):
             return self.inner.propose_configuration(a, knowledge)
         return Proposal(*self.inner.propose(a, knowledge))
+
+
+def _floored(a: Assessment, least: int) -> Assessment:
+    """The assessment with no capacity below `least` workers, at every memory level too (a memory policy
+    inside took a cheaper level's 4 workers where the latency needed 6)."""
+
+    def floor(capacities: dict[int, float]) -> dict[int, float]:
+        return {n: (c if n >= least else 0.0) for n, c in capacities.items()}
+
+    memory = a.memory
+    if memory is not None:
+        by_level = {level: floor(per) for level, per in memory.capacities_by_level.items()}
+        memory = replace(memory, capacities_by_level=by_level)
+    return replace(a, capacities_rps=floor(a.capacities_rps), memory=memory)
 
 
 def vertex_latency_terms(
@@ -408,8 +437,7 @@ def vertex_latency_terms(
         why = f"latency: no floor (the {target_s * 1000:.0f} ms target is below the job's latency without queueing)"
         return LatencyTerms({}, slack_s, budget_s, (why, allowance))
     allocation = greedy_allocation(queues, peak, model_target_s)
-    ids = {v.name: v.vertex_id for v in a.vertices}
-    floors = {ids[q.name]: k for q, k in zip(queues, allocation.cores, strict=True)}
+    floors = {q.vertex_id: k for q, k in zip(queues, allocation.cores, strict=True)}
     need = (
         f"latency: at forecast peak {peak:.0f} rps the greedy gives "
         + ", ".join(f"{q.name}={k}" for q, k in zip(queues, allocation.cores, strict=True))
@@ -516,8 +544,8 @@ class LatencyLearning(ObservingExtension):
         queues = stations(a.vertices, knowledge, rate, a.current_scaleout)
         if not queues:
             return math.nan
-        running = {v.name: v.parallelism for v in a.vertices}  # per vertex: it may differ from the job's
-        return network_latency_s(queues, [running[q.name] for q in queues], rate)
+        running = {v.vertex_id: v.parallelism for v in a.vertices}  # it may differ from the job's
+        return network_latency_s(queues, [running[q.vertex_id] for q in queues], rate)
 
 
 def _round_ms(seconds: float) -> float | None:

@@ -191,13 +191,18 @@ def _per_level(memory: MemoryKnowledge) -> bool:
     return bool(memory.history.stateful) and memory.level is not None
 
 
+def _dated_before(since_s: float | None, now_s: float) -> bool:
+    """A run dated at or before now (one stored after now never aged: the memory was kept for good)."""
+    return since_s is not None and since_s <= now_s
+
+
 def _count_stateless(memory: MemoryKnowledge, observation: Observation) -> None:
     """Dates the run of windows whose operators were reported without state (a job is released of its
     managed memory only once it has lasted long enough: state metrics that come late must not cost a
     stateful job its memory)."""
     if any(o.stateful for o in observation.operators):
         memory.stateless_since_s = None
-    elif observation.operators and memory.stateless_since_s is None:
+    elif observation.operators and not _dated_before(memory.stateless_since_s, observation.time_s):
         memory.stateless_since_s = observation.time_s
 
 

@@ -109,7 +109,11 @@ class LevelCapacities:
     def from_dict(cls, data: dict, settings: CapacitySettings | None = None) -> LevelCapacities:
         capacities = cls(settings)
         for name, model in data.get("models", {}).items():
-            capacities.models[_key(name)] = CapacityModel.from_dict(model, capacities.settings)
+            key = _key(name)
+            if key[0] < 0 or (key[1] is not None and key[1] < 1):  # level -1 failed every refine
+                LOG.warning("memory-capacity-entry-dropped", key=name)
+                continue
+            capacities.models[key] = CapacityModel.from_dict(model, capacities.settings)
         capacities.balance = _balances(data.get("balance", {}))
         return capacities
 

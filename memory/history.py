@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 
 import structlog
 
-from memory.signals import hit_rate_of, latency_ns_of
+from memory.signals import hit_rate_of, latency_ns_of, plausible_hit_rate, plausible_latency_ns
 from messages.types import Decision, OperatorState
 
 LOG = structlog.get_logger("foresail.memory")
@@ -43,9 +43,14 @@ class OperatorDecision:
     def from_dict(cls, data: dict) -> OperatorDecision:
         """A stored entry, type-checked (a hand edit such as `"to_level": "1"` would otherwise fail a
         comparison in the plan much later); raises ValueError or TypeError for one that is not an entry."""
-        nan_if_none = {
-            k: math.nan if data.get(k) is None else _number(data[k])
-            for k in ("hit_rate_before", "latency_ns_before")
+        # judged as the live signals are: a hit rate of 5.0 stored made a step from 0.5 to 0.9 read as
+        # one that improved nothing, rolled back with a restart
+        before = {
+            k: math.nan if data.get(k) is None else plausible(_number(data[k]))
+            for k, plausible in (
+                ("hit_rate_before", plausible_hit_rate),
+                ("latency_ns_before", plausible_latency_ns),
+            )
         }
         return cls(
             operator=_text(data["operator"]),
@@ -55,7 +60,7 @@ class OperatorDecision:
             from_level=_level(data.get("from_level")),
             to_level=_level(data.get("to_level")),
             rule=_text(data["rule"]),
-            **nan_if_none,
+            **before,
         )
 
 

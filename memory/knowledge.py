@@ -88,6 +88,10 @@ def reconcile(memory: MemoryKnowledge, levels: MemoryLevels) -> None:
     """Maps the state onto the configured levels: by MB when `base_mb` changed, and the level into
     0..max_level (the MB the job runs with stays known, so the policy can step it down)."""
     base_mb = memory.base_mb or levels.base_mb
+    if memory.managed_mb is not None and not levels.plausible(memory.managed_mb):
+        # only live readings were judged: 1e300 stored restarted a level-1 job into the top level
+        LOG.warning("memory-state-value-dropped", key="managed_mb", value=repr(memory.managed_mb)[:80])
+        memory.managed_mb = None
     if memory.managed_mb is None and memory.level is not None:
         memory.managed_mb = base_mb * 2.0**memory.level
     if base_mb != levels.base_mb:
@@ -151,8 +155,12 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
+MAX_STORED_LEVEL = 64
+"""Far above any configured level (memory.max_level ≤ 8); 2000 stored overflowed 2**level every iteration."""
+
+
 def _is_level(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_STORED_LEVEL
 
 
 def memory_of(knowledge: Knowledge) -> MemoryKnowledge:

@@ -266,9 +266,10 @@ class MemoryAwarePolicy:
         if not a.capacity(scaleout) > need:
             carrying = [n for n, c in sorted(a.capacities_rps.items()) if n > scaleout and c > need]
             scaleout = carrying[0] if carrying else self.cpu.max_scaleout
+            which = "the fewest that carry" if carrying else "the most: none carries"
             reason = (
-                f"scale up to level {level} ({managed:.0f} MB per slot) with {scaleout} workers, the fewest that "
-                f"carry {load} {need:.0f} rps at level {level - 1}"
+                f"scale up to level {level} ({managed:.0f} MB per slot) with {scaleout} workers, {which} "
+                f"{load} {need:.0f} rps at level {level - 1}"
             )
         return Proposal(scaleout, rule, (why, reason), managed, level)
 

@@ -31,13 +31,19 @@ taken as is, it would read as memory pressure and restart the job into more memo
 
 def hit_rate_of(operator: OperatorState) -> float:
     """The operator's hit rate; NaN when unknown or outside [0, 1] (bad data)."""
-    rate = operator.cache_hit_rate
-    return rate if math.isfinite(rate) and 0.0 <= rate <= 1.0 else math.nan
+    return plausible_hit_rate(operator.cache_hit_rate)
 
 
 def latency_ns_of(operator: OperatorState) -> float:
     """The operator's state-access latency; NaN when unknown, negative or above a minute (bad data)."""
-    latency_ns = operator.state_latency_ns
+    return plausible_latency_ns(operator.state_latency_ns)
+
+
+def plausible_hit_rate(rate: float) -> float:
+    return rate if math.isfinite(rate) and 0.0 <= rate <= 1.0 else math.nan
+
+
+def plausible_latency_ns(latency_ns: float) -> float:
     return latency_ns if math.isfinite(latency_ns) and 0.0 <= latency_ns <= MAX_STATE_LATENCY_NS else math.nan
 
 

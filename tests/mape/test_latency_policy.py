@@ -345,3 +345,44 @@ def test_steady_windows_teach_the_correction_and_every_window_reports_the_latenc
     assert seen.shown_ms is None and seen.corrected_ms == pytest.approx(50.0)
     garbled = learning.refine(_window(np.full(60, 1e15)), knowledge, steady).latency  # no steady reading
     assert not garbled.learned_from and garbled.windows == 2 and garbled.corrected_ms == pytest.approx(50.0)
+
+
+def test_two_vertices_of_one_name_each_get_their_own_floor():
+    """Flink allows two un-chained `Map`s: keyed by name, one lost its floor."""
+    slow = replace(_vertex("Map", 200.0), vertex_id="v-slow")  # 1,000 rps at 200 per subtask: 6 at least
+    fast = replace(_vertex("Map", 5_000.0), vertex_id="v-fast")
+    terms = vertex_latency_terms(_assessment(1_000, (slow, fast)), Knowledge(), 50e-3, 18, 0.99)
+    assert terms.floors == {"v-slow": 6, "v-fast": 1}
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        {"residuals": ["x", None, 0.002], "raw": [True, 0.1], "corrected": [float("nan"), 0.05]},
+        {"fit": {"n": 10**9, "mean_x": 0.01, "mean_y": 1e6, "m2_x": 1e3, "m2_y": 1e3, "c_xy": 1e3}},
+    ],
+    ids=["lists", "fit"],
+)
+def test_a_damaged_stored_correction_is_refused_or_cleaned(stored):
+    """A string in a list raised from every iteration's median; a fit of shown latencies of 10^6 s made
+    every target read as unreachable."""
+    try:
+        knowledge = LatencyKnowledge.from_dict(stored)
+    except ValueError:
+        assert "fit" in stored  # the part starts fresh
+        return
+    assert (knowledge.residuals, knowledge.raw_errors, knowledge.corrected_errors) == ([0.002], [0.1], [0.05])
+    assert math.isfinite(knowledge.offset_s)
+
+
+def test_the_latency_need_floors_every_memory_level_not_only_the_current_one():
+    """Over the memory-aware policy, a cheaper level's 4 workers were taken where the latency needed 6."""
+    from tests.memory.test_memory_policy import _assessment as memory_assessment
+    from tests.memory.test_memory_policy import _knowledge, _policy
+
+    others = {1: {n: n * 12_000.0 for n in range(1, 13)}}
+    a = memory_assessment(average=35_000.0, peak=45_000.0, hit_rate=0.95, latency_ns=5e4, others=others)
+    a = replace(a, vertices=(_vertex("lookup", 10_000.0),))
+    need = latency_need(a, _knowledge(), 0.2e-3, 12).scaleout
+    proposal = LatencyObjective(_policy(), 0.2e-3, 12).propose_configuration(a, _knowledge())
+    assert need == 6 and proposal.scaleout >= need

@@ -221,3 +221,52 @@ def test_another_level_gives_up_at_most_max_scale_in_share_of_the_running_capaci
     assert _lowered_policy().propose_configuration(assessment, _knowledge()).scaleout == 3  # 60k of 80k
     held = _lowered_policy(max_scale_in_share=0.2).propose_configuration(assessment, _knowledge())
     assert held.rule != "cheaper-level" and held.managed_mb is None
+
+
+# ---- 8. stored values no window gives ----------------------------------------------------------------
+def test_a_stored_level_no_configuration_has_is_dropped_not_a_phase_error_every_iteration():
+    """Level 2000 passed as an int: 158 MB * 2**2000 overflowed in every iteration's analysis."""
+    knowledge = _with_memory({"level": 2000, "history": {"stateful": ["lookup"]}})
+    assert memory_of(knowledge).level is None
+    MemoryAnalysis(MemoryLevels(), 18, 60.0).capacity_model(_observation(158.0), knowledge, 2)
+    assert memory_of(knowledge).level == 0
+
+
+def test_a_stored_managed_memory_no_level_has_is_dropped_and_the_level_kept():
+    """1e300 MB stored restarted a job at level 1 into the top level, the audit calling it a step down."""
+    knowledge = _with_memory({"level": 1, "managed_mb": 1e300, "history": {"stateful": ["lookup"]}})
+    MemoryAnalysis(MemoryLevels(), 18, 60.0).capacity_model(_observation(None), knowledge, 2)
+    assert (memory_of(knowledge).level, memory_of(knowledge).managed_mb) == (1, 316.0)
+
+
+def test_a_stateless_run_dated_after_now_is_dated_again():
+    """A stored start after now never aged: the stateless job kept its managed memory for good."""
+    knowledge = _with_memory({"level": 0, "managed_mb": 158.0, "stateless_since_s": 1e9})
+    analysis = MemoryAnalysis(MemoryLevels(), 18, 60.0)
+    analysis.capacity_model(_observation(158.0, stateful=False), knowledge, 4)
+    assert memory_of(knowledge).stateless_since_s == 600.0
+
+
+def test_a_stored_capacity_of_a_negative_level_is_dropped():
+    """Level -1 stored raised in every refine of a job reading through the block cache."""
+    capacities = LevelCapacities()
+    _learn(capacities, 0, 4, 5_000.0, configuration=True)
+    stored = capacities.to_dict()
+    stored["models"]["-1@4"] = stored["models"]["0@4"]
+    assert set(LevelCapacities.from_dict(stored).models) == {(0, 4)}
+
+
+def test_a_stored_hit_rate_outside_0_to_1_is_unknown_not_a_step_that_improved_nothing():
+    """5.0 stored made a step from 0.5 to 0.9 read as no gain: rolled back with a restart."""
+    entry = {
+        "operator": "lookup", "time_s": 9400, "from_scaleout": 4, "to_scaleout": 4, "from_level": 0,
+        "to_level": 1, "rule": "memory-up", "hit_rate_before": 5.0, "latency_ns_before": -3.0,
+    }  # fmt: skip
+    decision = MemoryHistory.from_dict({"stateful": ["lookup"], "last": {"lookup": entry}}).last["lookup"]
+    assert math.isnan(decision.hit_rate_before) and math.isnan(decision.latency_ns_before)
+
+
+def test_a_level_up_no_scale_out_carries_says_it_takes_the_most():
+    assessment = _assessment(average=150_000.0, peak=150_000.0, hit_rate=0.5)  # 12 workers carry 120,000
+    proposal = _policy().propose_configuration(assessment, _knowledge())
+    assert proposal.rule == "memory-up" and "with 12 workers, the most: none carries" in proposal.reasons[-1]
