@@ -34,7 +34,7 @@ def step_needs(load: str) -> tuple[np.ndarray, np.ndarray, int]:
     per_second = oracle_workers(twin, twin.trace_rps)
     steps = len(per_second) // STEP_S
     per_second = per_second[: steps * STEP_S]
-    return per_second, per_second.reshape(steps, STEP_S).max(axis=1), twin.params.max_parallelism
+    return per_second, per_second.reshape(steps, STEP_S).max(axis=1), twin.max_parallelism
 
 
 def first_step(needs: np.ndarray, current: int, price_ws: float, max_n: int) -> int:

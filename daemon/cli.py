@@ -24,6 +24,7 @@ from daemon.interrupts import interruptible
 EXIT_OK, EXIT_FAILURE, EXIT_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_BROKEN_PIPE = 141
 """128 + SIGPIPE, what a shell reports for a program whose reader left."""
+MAX_SEEDS = 1_000
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -291,8 +292,8 @@ def _compare(args: argparse.Namespace) -> int:
     from simulator.baselines import ORACLE
 
     configure_logging("warning", "console", sys.stderr)  # stdout carries only the table
-    if args.seeds < 1:
-        raise ConfigError("command line", [f"--seeds: need at least 1, got {args.seeds}"])
+    if not 1 <= args.seeds <= MAX_SEEDS:  # a billion built a config per run before any ran: out of memory
+        raise ConfigError("command line", [f"--seeds: need 1 to {MAX_SEEDS}, got {args.seeds}"])
     if args.jobs is not None and args.jobs < 1:
         raise ConfigError("command line", [f"--jobs: need at least 1, got {args.jobs}"])
     config = _with_models(load_config(args.config), args)

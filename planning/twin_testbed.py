@@ -16,7 +16,7 @@ import numpy as np
 from planning.testbed import Phase, PhaseReading, VertexReading
 from simulator.params import TwinParams
 from simulator.topology import Topology
-from simulator.twin import Twin
+from simulator.twin import Twin, max_parallelism_of
 
 
 class TwinTestbed:
@@ -46,7 +46,7 @@ class TwinTestbed:
     @property
     def max_slots(self) -> int:
         """The largest configuration the twin runs (its max parallelism)."""
-        return min(self.params.max_parallelism, *(v.max_parallelism for v in self.topology.vertices))
+        return max_parallelism_of(self.params, self.topology)
 
     def deploy(self, slots: int, memory_mb: float) -> None:
         self._slots, self._memory_mb, self._seconds = slots, memory_mb, []

@@ -52,6 +52,11 @@ def single_topology(params: TwinParams) -> Topology:
     return Topology(name="single", vertices=(vertex,))
 
 
+def max_parallelism_of(params: TwinParams, topology: Topology) -> int:
+    """The largest scale-out a twin of `topology` runs: its own max parallelism and every vertex's."""
+    return min(params.max_parallelism, *(v.max_parallelism for v in topology.vertices))
+
+
 class Twin:
     """Simulated Flink job: a DAG of vertices on TaskManagers with key-skewed shares, a Kafka log,
     checkpoints, restarts, latency. The default topology is one keyed CPU-bound operator."""
@@ -74,16 +79,17 @@ class Twin:
         self.granularity = granularity
         self.params = params if params is not None else TwinParams()
         self.topology = topology if topology is not None else single_topology(self.params)
-        self._max_parallelism = min(
-            self.params.max_parallelism, *(v.max_parallelism for v in self.topology.vertices)
-        )
+        self.max_parallelism = max_parallelism_of(self.params, self.topology)
+        """The largest scale-out it runs: its own max parallelism and every vertex's."""
         initial_n = self._validate_parallelism(parallelism)
         trace = np.asarray(trace_rps, dtype=float)
         if trace.ndim != 1 or len(trace) == 0 or not np.all(np.isfinite(trace)) or np.any(trace < 0):
             raise ValueError("trace_rps must be a non-empty 1-D array of finite rates >= 0")
         self._trace_rps = trace.copy()
         self._trace_rps.setflags(write=False)
-        arrivals = np.rint(trace).astype(np.int64)
+        # whole records, rounded on the running total: rounding each second alone made a trace of 1.5 rps
+        # arrive at 2 (+33%) and one of 2.5 at 2 (-20%)
+        arrivals = np.diff(np.rint(np.cumsum(trace)), prepend=0.0).astype(np.int64)
         self._arrivals = arrivals.tolist()  # Python ints: fast scalar access in the step
         self._cumulative = np.concatenate(([0], np.cumsum(arrivals)))
 
@@ -150,7 +156,9 @@ class Twin:
             raise ValueError("cannot size workers from a trace whose peak is 0; set worker_capacity_rps")
         # capacity is linear in the per-worker capacity: measure the reference deployment at unit capacity
         unit_rps = self._deployment.reference_capacity_rps(p.reference_scaleout)
-        if not (math.isfinite(unit_rps) and unit_rps > 0):  # the topology's validation should prevent it
+        sized_rps = (1.0 + p.headroom) * peak_rps / unit_rps if unit_rps > 0 else math.inf
+        # (a 77-vertex chain of cost and selectivity 1e4 each carries 5e-308 per unit: workers of inf)
+        if not (math.isfinite(unit_rps) and unit_rps > 0 and math.isfinite(sized_rps)):
             raise TopologyError(
                 self.topology.name,
                 (
@@ -158,7 +166,7 @@ class Twin:
                     "worker capacity, so no worker size can carry the trace (check costs and overheads)",
                 ),
             )
-        return (1.0 + p.headroom) * peak_rps / unit_rps
+        return sized_rps
 
     # ----------------------------------------------------------------------------- public state
     @property
@@ -687,8 +695,8 @@ class Twin:
         return tuple(min(n, v.max_parallelism) for v in self.topology.vertices)
 
     def _validate_parallelism(self, n: int) -> int:
-        if isinstance(n, bool) or int(n) != n or not 1 <= n <= self._max_parallelism:
-            raise ValueError(f"parallelism must be an integer in 1..{self._max_parallelism}, got {n!r}")
+        if isinstance(n, bool) or int(n) != n or not 1 <= n <= self.max_parallelism:
+            raise ValueError(f"parallelism must be an integer in 1..{self.max_parallelism}, got {n!r}")
         return int(n)
 
     @staticmethod

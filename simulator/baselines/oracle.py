@@ -22,7 +22,7 @@ def oracle_workers(twin: Twin, arrivals_rps: np.ndarray | None = None) -> np.nda
     smallest n whose capacity reaches the load is where the running maximum of the capacities first does.
     """
     arrivals = twin.history.view("arrivals") if arrivals_rps is None else np.asarray(arrivals_rps)
-    max_n = twin.params.max_parallelism
+    max_n = twin.max_parallelism  # a vertex's may be below the twin's: 64 crashed scoring at 65
     capacities = np.array([twin.reference_capacity_rps(n) for n in range(1, max_n + 1)])
     envelope = np.maximum.accumulate(capacities)
     return np.minimum(np.searchsorted(envelope, arrivals, side="left") + 1, max_n)

@@ -301,3 +301,10 @@ def test_output_whose_reader_left_ends_quietly():
     process.stdout.close()  # the reader leaves before the first line
     stderr = process.stderr.read().decode()
     assert process.wait(timeout=120) == 141 and stderr == ""
+
+
+def test_a_billion_seeds_is_one_line_not_out_of_memory(tmp_path, capsys):
+    """A config per run was built before any ran: --seeds 1000000000 took memory until it ran out."""
+    argv = ["compare", "--workload", str(trace(tmp_path / "trace.csv")), "--policies", "static"]
+    assert main([*argv, "--seeds", "1000000000", "--out", str(tmp_path / "out")]) == 2
+    assert "--seeds: need 1 to 1000, got 1000000000" in one_line_error(capsys)

@@ -169,6 +169,14 @@ def test_the_session_windows_true_rate_rises_with_parallelism():
         # each below 1000 ms, together a slot's whole core: was a ZeroDivisionError sizing the workers
         ("name: x\nvertices: [{name: a, overhead_busy_ms: 500}, {name: b, inputs: [a], overhead_busy_ms: 500}]",
          "add up to 1000 ms"),
+        # key settings on a vertex the twin hashes no keys for: a KeyError at its first second
+        ("name: x\nvertices: [{name: a}, {name: b, inputs: [a], cost_per_1k_keys_held: 1}]",
+         "apply to a keyed \\(HASH\\) vertex only"),
+        # each broadcast subtask emits the whole input: 110,000 of 120,000 records/s vanished downstream
+        ("name: x\nvertices: [{name: a}, {name: b, inputs: [a], ship: BROADCAST}, {name: c, inputs: [b]}]",
+         "reads the copies BROADCAST vertex 'b' emits"),
+        ("name: x\nvertices: [{name: a}, {name: b, inputs: [a], ship: HASH, num_keys: 6000000}, "
+         "{name: c, inputs: [b], ship: HASH, num_keys: 6000000}]", "12000000 keys together"),
     ],
 )  # fmt: skip
 def test_a_broken_topology_file_names_its_problem(tmp_path, text, expected):
