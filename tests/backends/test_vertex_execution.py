@@ -223,29 +223,25 @@ def _refuse(error: Exception):
     return request
 
 
-def test_a_deferred_put_flink_refused_releases_the_taskmanagers_started_for_it():
-    rescaler, pool = FakeRescaler(), FakePool(running=1)
-    execution = VertexExecution(rescaler, pool)
-    execution.scale_vertices({A: 1, B: 200}, taskmanagers=2)
-    rescaler.request = _refuse(RescaleRejected("HTTP 400: above max parallelism"))
-    pool.registered_count = 2
-    with pytest.raises(RescaleRejected):
-        execution.advance()
-    assert execution.idle() and pool.running == 2
-    execution.advance()
-    assert pool.running == 1 and execution.keep_taskmanagers is None
-
-
-def test_a_put_left_unanswered_keeps_its_taskmanagers_flink_may_have_accepted_it():
+@pytest.mark.parametrize(
+    ("error", "running_after"),
+    [
+        (RescaleRejected("HTTP 400: above max parallelism"), 1),
+        (PutUnanswered("PUT resource requirements failed (ReadTimeout)"), 2),  # Flink may have taken it
+    ],
+    ids=["refused", "unanswered"],
+)
+def test_the_taskmanagers_started_for_a_deferred_put_go_once_flink_refused_it(error, running_after):
     rescaler, pool = FakeRescaler(), FakePool(running=1)
     execution = VertexExecution(rescaler, pool)
     execution.scale_vertices({A: 1, B: 2}, taskmanagers=2)
-    rescaler.request = _refuse(PutUnanswered("PUT resource requirements failed (ReadTimeout)"))
+    rescaler.request = _refuse(error)
     pool.registered_count = 2
-    with pytest.raises(PutUnanswered):
+    with pytest.raises(type(error)):
         execution.advance()
+    assert execution.idle() and pool.running == 2
     execution.advance()
-    assert pool.running == 2 and execution.keep_taskmanagers is None
+    assert pool.running == running_after and execution.keep_taskmanagers is None
 
 
 def test_a_rescale_given_up_before_its_put_releases_the_taskmanagers_started_for_it():
