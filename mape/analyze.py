@@ -122,7 +122,10 @@ class Analyzer:
         )
 
         knowledge.recovery.submit(
-            observation.input_timestamps_s, observation.input_rate_rps, _total_throughput(observation)
+            observation.input_timestamps_s,
+            observation.input_rate_rps,
+            _total_throughput(observation),
+            learn=not implausible,  # a glitch must not widen the normal band
         )
         knowledge.recovery.expire(observation.time_s)
         self._learn_recoveries(knowledge)

@@ -74,8 +74,16 @@ class RecoveryMonitor:
         """Watch the rescale issued at `rescale_s` (data time). A watch still open is closed unrecovered."""
         self._enqueue("start", lambda: self._start(rescale_s, direction, predicted_recovery_s, target_s))
 
-    def submit(self, timestamps_s: np.ndarray, workload_rps: np.ndarray, throughput_rps: np.ndarray) -> None:
-        """Hand over one loop's new samples (copied, so the caller may reuse its arrays)."""
+    def submit(
+        self,
+        timestamps_s: np.ndarray,
+        workload_rps: np.ndarray,
+        throughput_rps: np.ndarray,
+        learn: bool = True,
+    ) -> None:
+        """Hand over one loop's new samples (copied, so the caller may reuse its arrays). Without `learn`
+        (a window the loop holds on as implausible) they still feed a watch, but not the normal band: one
+        glitched sample at 5e7 rps widened it for good, and every recovery then read as done at once."""
         try:
             batch = tuple(
                 np.array(values, dtype=float).ravel()
@@ -87,7 +95,7 @@ class RecoveryMonitor:
         if len({len(values) for values in batch}) != 1:
             _log.error("recovery_monitor_bad_samples", lengths=[len(values) for values in batch])
             return
-        self._enqueue("samples", lambda: self._samples(*batch))
+        self._enqueue("samples", lambda: self._samples(*batch, learn=learn))
 
     def expire(self, now_s: float) -> None:
         """Close a watch past its deadline at `now_s` (data time) even if no samples arrive any more."""
@@ -175,7 +183,9 @@ class RecoveryMonitor:
             band=None if band is None else vars(band),
         )
 
-    def _samples(self, times: np.ndarray, workload: np.ndarray, throughput: np.ndarray) -> None:
+    def _samples(
+        self, times: np.ndarray, workload: np.ndarray, throughput: np.ndarray, learn: bool = True
+    ) -> None:
         order = np.argsort(times, kind="stable")
         times, workload, throughput = times[order], workload[order], throughput[order]
         fresh = np.isfinite(times)
@@ -189,6 +199,8 @@ class RecoveryMonitor:
             self._last_timestamp_s = None
             if self._quiet_until_s is not None and self._quiet_until_s > newest_s + STEPPED_BACK_S:
                 self._quiet_until_s = None
+            if self._tracker is not None:  # its times are the old clock's: it would skip every sample
+                self._finish(self._tracker.close_unrecovered(), reason="clock-stepped-back")
         if self._last_timestamp_s is not None:
             fresh &= times > self._last_timestamp_s  # overlapping windows: each sample counts once
         times, workload, throughput = times[fresh], workload[fresh], throughput[fresh]
@@ -206,7 +218,8 @@ class RecoveryMonitor:
         if self._quiet_until_s is not None:
             quiet = times < self._quiet_until_s
             times, workload, throughput = times[~quiet], workload[~quiet], throughput[~quiet]
-        self._normal.update(workload, throughput)
+        if learn:
+            self._normal.update(workload, throughput)
 
     def _expire(self, now_s: float) -> None:
         if self._tracker is not None:

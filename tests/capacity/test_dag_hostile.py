@@ -13,7 +13,7 @@ from capacity.dag import DagModel, DagSettings
 from capacity.key_groups import key_group_loads
 from capacity.subtask_windows import subtask_windows
 from mape.skew import SkewKnowledge, VertexSkew
-from messages.types import SubtaskSeries
+from messages.types import JobEdge, JobGraph, JobVertex, SubtaskSeries
 from tests.capacity.test_dag import T, chain, learn, series
 
 
@@ -234,3 +234,55 @@ def test_a_skew_entry_of_the_wrong_type_is_dropped_with_one_warning(damage):
         state = SkewKnowledge.from_dict({"v1": {**good.to_dict(), **damage}, "v2": good.to_dict()})
     assert [e["event"] for e in events] == ["skew-store-entries-dropped"]
     assert state.vertices == {"v2": good} and state.persistent() == [good]
+
+
+# ---- live windows that are plausible but awkward (a review of the model on live data) ------------------
+_T = np.arange(5.0, 65.0, 5.0)
+
+
+def _series(vertex: str, index: int, records_per_busy_s: float, reads: bool = True) -> SubtaskSeries:
+    busy = np.linspace(0.3, 0.9, len(_T))
+    records = records_per_busy_s * busy
+    records_in = records if reads else np.zeros_like(_T)  # Flink reports no records in for a source
+    return SubtaskSeries(vertex, index, f"tm-{index}", _T, records_in, records, busy * 1000, 0 * busy,
+                         1000 - busy * 1000)  # fmt: skip
+
+
+def test_a_state_bound_vertex_fitted_with_a_negative_constant_is_not_predicted_infinite():
+    """1 / rate = a + b / p fitted on 1,000 and 2,100 records per busy second (state-bound, 5% noise) gave
+    a < 0: the cost reached 0 near p = 22, predicted at 1e20 records/s, then fell back to 44,800 at 23."""
+    model = DagModel()
+    for p, rate in ((1, 1000.0), (2, 2100.0)):
+        graph = JobGraph((JobVertex("op", "Source: sessions", p, 128),))
+        series = [_series("op", i, rate) for i in range(p)]
+        model.learn(graph, subtask_windows(series, graph, 3600.0, 60.0, 0.0))
+    capacities = model.estimate(graph, subtask_windows(series, graph, 3600.0, 60.0, 0.0), 2, 24)
+    per_scaleout = [capacities.per_scaleout_rps[n] for n in range(2, 25)]
+    assert all(np.isfinite(per_scaleout)) and per_scaleout == sorted(per_scaleout)
+    assert per_scaleout[-1] <= 1000.0 * 24**2 * 1.1  # at most what all-state work would carry
+
+
+@pytest.mark.parametrize("rules_rps", [10.0, 0.0])
+def test_two_sources_feed_a_join_what_they_read_together(rules_rps):
+    """Each source counted 1 record per source record: a join of a 1,000 and a 10 rps stream received 2
+    (its capacity halved, twice the workers); with the rules stream silent its NaN selectivity made the
+    join unknown (50 times its capacity)."""
+    graph = JobGraph(
+        (JobVertex("main", "Source: events", 1, 128), JobVertex("rules", "Source: rules", 1, 128),
+         JobVertex("join", "Enrich", 1, 128)),
+        (JobEdge("main", "join", "HASH"), JobEdge("rules", "join", "BROADCAST")),
+    )  # fmt: skip
+    model = DagModel()
+    main = np.linspace(400, 1000, len(_T))
+    total = main + rules_rps
+    zeros = np.zeros_like(_T)
+    for _ in range(3):
+        series = [
+            SubtaskSeries("main", 0, "tm-0", _T, main, main, main / 100, zeros, 1000 - main / 100),
+            SubtaskSeries("rules", 0, "tm-0", _T, zeros + rules_rps, zeros + rules_rps, zeros + 1, zeros, zeros + 999),
+            SubtaskSeries("join", 0, "tm-0", _T, total, total, total / 2, zeros, 1000 - total / 2),
+        ]  # fmt: skip
+        model.learn(graph, subtask_windows(series, graph, 3600.0, 60.0, 0.0))
+    ratio = model.input_ratios(graph)["join"]
+    assert ratio == pytest.approx(1.0)
+    assert model.vertex_capacity_rps(graph, "join", 1, ratio)[0] == pytest.approx(2000.0, rel=0.05)

@@ -160,3 +160,39 @@ def test_inline_executor_runs_at_once_and_keeps_exceptions_in_the_future():
 
     with pytest.raises(ValueError, match="boom"):
         executor.submit(boom).result()
+
+
+def _steady(t0_s: float, seconds: int, rng: np.random.Generator, down_s: int = 0):
+    times = np.arange(t0_s, t0_s + seconds)
+    throughput = 1000.0 + rng.normal(0, 5, seconds)
+    throughput[:down_s] = 0.0
+    return times, np.full(seconds, 1000.0), throughput
+
+
+def test_a_clock_stepped_back_during_a_watch_closes_it_unrecovered():
+    """The open watch kept the old clock's times: it skipped every new sample and never expired, the normal
+    band learned nothing meanwhile, and an hour later it reported a recovery stitched across the step."""
+    rng = np.random.default_rng(0)
+    monitor = RecoveryMonitor(InlineExecutor())
+    monitor.submit(*_steady(10_000.0, 300, rng))
+    monitor.start(10_300.0, "out", 60.0, 600.0)
+    monitor.submit(*_steady(10_300.0, 60, rng, down_s=60))
+    monitor.submit(*_steady(6_700.0, 60, rng))  # NTP steps the clock back an hour
+    (closed,) = monitor.poll()
+    assert not closed.recovered and not monitor.tracking
+    learned = monitor.to_dict()["normal"]["n"]
+    monitor.submit(*_steady(6_760.0, 60, rng))
+    assert monitor.to_dict()["normal"]["n"] > learned
+
+
+def test_a_window_held_as_implausible_feeds_no_normal_band():
+    """One glitched sample at 5e7 rps widened the band for good: every later recovery read as done the
+    second processing resumed (30 s for a true 130 s)."""
+    rng = np.random.default_rng(0)
+    monitor = RecoveryMonitor(InlineExecutor())
+    times, workload, throughput = _steady(0.0, 3600, rng)
+    monitor.submit(times[:100], workload[:100], throughput[:100])
+    monitor.submit(times[100:200], workload[100:200], np.r_[5e7, throughput[101:200]], learn=False)
+    monitor.submit(times[200:], workload[200:], throughput[200:])
+    normal = monitor.to_dict()["normal"]
+    assert normal["n"] == 3500 and math.sqrt(normal["m2"] / (normal["n"] - 1)) < 20.0
