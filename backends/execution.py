@@ -29,12 +29,8 @@ import structlog
 
 from backends.retry import described
 from backends.vertex_rescale import PutUnanswered, VertexExecution
-from mape.interfaces import MetricsSource, ScalingTarget
+from mape.interfaces import MetricsSource, NotApplied, ScalingTarget
 from messages.types import CompletedRescale, Observation
-
-
-class NotApplied(RuntimeError):
-    """The decision was deliberately not applied (recommend-only mode)."""
 
 
 class FollowableTarget(ScalingTarget, Protocol):

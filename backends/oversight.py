@@ -148,8 +148,15 @@ class Oversight:
         except Exception as error:
             self.log.warning("event-failed", reason=reason, error=described(error))
 
-    def iteration(self, decision: object | None, executed: bool, errors: dict[str, str]) -> None:
-        """The Events of one iteration: the change it made (with its rule), or why a change failed."""
+    def iteration(
+        self,
+        decision: object | None,
+        executed: bool,
+        errors: dict[str, str],
+        recommendation: str | None = None,
+    ) -> None:
+        """The Events of one iteration: the change it made (with its rule), the one it only recommended
+        (recommend-only, dry run; blocked is said once, by its own Event), or why a change failed."""
         if decision is not None and executed:
             reasons = "; ".join(getattr(decision, "reasons", ()) or ())
             memory = (
@@ -162,10 +169,8 @@ class Oversight:
                 f"New size: {decision.target_scaleout}{memory}; rule: {decision.rule}"
                 + (f"; reason: {reasons}" if reasons else ""),
             )
+        if recommendation is not None and self._last_block is None:
+            self.event("RecommendedRescale", recommendation)
         for phase, error in errors.items():
-            if "NotApplied" in error:  # recommend-only, dry run or blocked: a recommendation, not a failure
-                if self._last_block is None:
-                    self.event("RecommendedRescale", error)
-                continue
             reason = "FailedRescale" if phase == "execute" else "LoopError"
             self.event(reason, f"{phase}: {error}", warning=True)

@@ -51,16 +51,16 @@ def parse_config(data: object, source: str = "<config>") -> Config:
 
 
 def _describe(item: dict) -> str:
-    location = ".".join(str(part) for part in item["loc"]) or "(top level)"
+    location = ".".join(str(part) for part in item["loc"])
     if item["type"] == "extra_forbidden":
         parent = _model_at(item["loc"][:-1])
         allowed = ", ".join(parent.model_fields) if parent else "?"
-        return f"{location}: unknown field (allowed here: {allowed})"
+        return f"{location or '(top level)'}: unknown field (allowed here: {allowed})"
     message = item["msg"]
     if message.startswith("Value error, "):
         message = message.removeprefix("Value error, ")
-    if item["type"] == "value_error" and _model_at(item["loc"]) is not None:
-        return f"{location}: {message}"  # a rule across fields: the message names them
+    if item["type"] == "value_error" and _model_at(item["loc"]) is not None:  # a rule across fields
+        return f"{location}: {message}" if location else message  # the message names them
     allowed = _allowed_values(item["loc"])
     suffix = f" (allowed: {allowed})" if allowed and "allowed" not in message else ""
     return f"{location}: {message}; got {item.get('input')!r}{suffix}"
@@ -93,7 +93,13 @@ def _allowed_values(loc: tuple) -> str | None:
             value = getattr(rule, name, None)
             if value is not None:
                 bounds.append(f"{symbol} {value}")
-    kinds = [_kind_name(c) for c in choices] if choices else [field.annotation.__name__]
+    origin = typing.get_origin(field.annotation)
+    if origin is dict:  # its arguments are the key's and the value's types, not alternatives
+        kinds = [f"a mapping of {' → '.join(_kind_name(c) for c in choices)}"]
+    elif origin in (list, tuple, set, frozenset):
+        kinds = [f"a list of {_kind_name(choices[0])}"]
+    else:
+        kinds = [_kind_name(c) for c in choices] if choices else [field.annotation.__name__]
     kind = " or ".join("null" if k == "NoneType" else k for k in kinds)
     return f"{kind} {' and '.join(bounds)}".strip()
 

@@ -72,7 +72,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--knowledge", help="knowledge store path (overrides knowledge.path)")
     _add_model_arguments(run)
     _add_objective_arguments(run)
-    run.add_argument("--fresh", action="store_true", help="delete the knowledge store first: start afresh")
+    run.add_argument(
+        "--fresh",
+        action="store_true",
+        help="delete the knowledge store (and its snapshot) and empty the --audit-log file first: start afresh",
+    )
     run.add_argument(
         "--audit-log",
         help="where the JSON audit events go ('-': stdout; default stdout, or on the twin in a terminal "
@@ -105,7 +109,9 @@ def _parser() -> argparse.ArgumentParser:
     simulate.set_defaults(handler=_simulate)
 
     compare = commands.add_parser(
-        "compare", help="several policies × seeds on one trace: summary.json, table.md and plots"
+        "compare",
+        help="several policies × seeds on one trace (summary.json, table.md and plots) or on a suite of "
+        "loads (suite.md, suite.json)",
     )
     loads = compare.add_mutually_exclusive_group(required=True)
     loads.add_argument("--workload", help="'second|count' trace file, 'builtin:sine' or 'shape:NAME'")
@@ -116,9 +122,15 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument(
         "--policies",
         default="foresail,hpa-80,hpa-85,static",
-        help="comma-separated policies; the oracle floor is always reported",
+        help="comma-separated policies (default: foresail,hpa-80,hpa-85,static); the oracle floor is always "
+        "reported",
     )
-    compare.add_argument("--seeds", type=int, default=3, help="twin seeds twin.seed .. twin.seed+N-1")
+    compare.add_argument(
+        "--seeds",
+        type=int,
+        default=3,
+        help=f"twin seeds twin.seed .. twin.seed+N-1 (default 3, at most {MAX_SEEDS})",
+    )
     compare.add_argument("--out", type=Path, required=True, help="output directory")
     compare.add_argument("--jobs", type=int, default=None, help="parallel runs (default: one per core)")
     compare.add_argument("--config", type=Path, help="YAML config file (the base of every run)")

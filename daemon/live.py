@@ -73,7 +73,9 @@ def run_live(
         result = loop.iterate(now_s)
         metrics.record(result, time.perf_counter() - started)
         if backends.oversight is not None:
-            backends.oversight.iteration(result.decision, result.executed, result.errors)
+            backends.oversight.iteration(
+                result.decision, result.executed, result.errors, result.recommendation
+            )
         return True
 
     stop = stop or threading.Event()

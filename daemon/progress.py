@@ -33,7 +33,7 @@ class RunProgress:
         self.iterations = 0
         """Scheduled iterations (of `total`)."""
         self.surge_iterations = 0
-        """Iterations the surge watch ran between the scheduled ones."""
+        """Iterations the surge watch ran between the scheduled ones (on a surge, or a first look)."""
         self.rescales = Counter[str]()
         self.rules = Counter[str]()
         self.models = Counter[str]()
@@ -66,7 +66,7 @@ class RunProgress:
         self._show()
 
     def _surges(self) -> str:
-        return f" (+{self.surge_iterations} on surges)" if self.surge_iterations else ""
+        return f" (+{self.surge_iterations} off-schedule)" if self.surge_iterations else ""
 
     def line(self) -> str:
         workers = self.scaleouts[-1] if self.scaleouts else "?"
@@ -87,7 +87,9 @@ class RunProgress:
             self._next_line_s = self.now_s + max(self.interval_s, (self.end_s - self.start_s) / 10)
             print(self.line(), file=self.stream, flush=True)
 
-    def summary(self, score: dict[str, object], knowledge: str, audit: str, workload: str) -> str:
+    def summary(
+        self, score: dict[str, object], knowledge: str, audit: str, workload: str, topology: str = "single"
+    ) -> str:
         """The end-of-run report: what ran, what it decided, how the job fared (twin ground truth)."""
         if self.live:
             print(f"\r{self.line()}\033[K", file=self.stream)
@@ -117,8 +119,9 @@ class RunProgress:
             f"({score.get('seconds_over_slo_after_restart', '-')} of them after a restart)",
             f"  knowledge    {knowledge} (the next `foresail run` resumes from it; `--fresh` starts afresh)",
             f"  audit log    {audit}",
-            "  plots        `run` draws none; `foresail compare --workload builtin:sine --policies foresail,static "
-            "--seeds 1 --out results/` writes PNG plots and a table to results/",
+            f"  plots        `run` draws none; `foresail compare --workload {workload}"
+            f"{'' if topology == 'single' else f' --topology {topology}'} --policies foresail,static --seeds 1 "
+            "--out results/` (with --config FILE if this run had one) writes PNG plots and a table to results/",
         ]
         return "\n".join(lines)
 

@@ -12,7 +12,6 @@ from typing import TextIO
 
 import structlog
 
-from backends.execution import NotApplied
 from backends.retry import allow_waiting
 from config.schema import Config
 from daemon.build import TwinWorld, knowledge_settings, loop_interval_s, make_loop, make_twin, surge_watch_s
@@ -30,6 +29,7 @@ from daemon.logs import configure_logging
 from daemon.progress import RunProgress, clock
 from daemon.schedule import ScaledClock, run_scheduled, run_virtual, stop_on_signals
 from forecasting.executor import InlineExecutor
+from mape.interfaces import NotApplied
 from mape.knowledge import Knowledge
 from mape.knowledge_store import StoreBusy
 from simulator.score import mark, score_since
@@ -182,7 +182,10 @@ def _run_twin(
         return 1
     if iterations:
         summary = score_since(world.twin, started, slo_s=config.twin.latency_slo_s)
-        print(progress.summary(summary, config.knowledge.path, audit, config.twin.workload), file=sys.stderr)
+        report = progress.summary(
+            summary, config.knowledge.path, audit, config.twin.workload, config.twin.topology
+        )
+        print(report, file=sys.stderr)
     elif not stop.is_set():
         print(
             f"foresail run: no iteration ran: the trace has {world.end_s - start_s:.0f} s left from "
@@ -212,7 +215,7 @@ def _say_resumed(config: Config, iteration: int, start_s: float, end_s: float, i
     if iteration == 0:
         return
     path = config.knowledge.path
-    afresh = f"`foresail run --fresh` (or deleting {path}) starts afresh"
+    afresh = "`foresail run --fresh` starts afresh"
     if start_s + interval_s > end_s:
         print(
             f"foresail run: nothing left to run: the knowledge store {path} already covers the whole trace "

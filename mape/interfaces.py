@@ -27,6 +27,11 @@ class RateSource(MetricsSource, Protocol):
     def input_rate(self, now_s: float, window_s: float) -> tuple[np.ndarray, np.ndarray]: ...
 
 
+class NotApplied(RuntimeError):
+    """A target deliberately did not apply the decision (recommend-only, dry run, paused or blocked): a
+    recommendation, not a failure; the loop audits it as such and counts no execute error."""
+
+
 class ScalingTarget(Protocol):
     """Execute side: request a scale-out; the job restarts and reports the new parallelism later."""
 

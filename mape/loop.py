@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 import structlog
 
 from mape.analyze import Analyzer
-from mape.interfaces import MetricsSource, RateSource, ScalingTarget
+from mape.interfaces import MetricsSource, NotApplied, RateSource, ScalingTarget
 from mape.knowledge import Knowledge
 from mape.knowledge_store import KnowledgeStore
 from mape.plan import GuardedPlan
@@ -43,6 +43,8 @@ class IterationResult:
     executed: bool = False
     recoveries: list[ObservedRecovery] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
+    recommendation: str | None = None
+    """What a target that deliberately did not apply the decision said (recommend-only, dry run, paused)."""
     skew: dict[str, dict] = field(default_factory=dict)
     """Per keyed vertex name, its imbalance and whether it persists (mape/skew.py), for the metrics."""
 
@@ -219,6 +221,8 @@ class MapeLoop:
                     self.target.scale_to(decision.target_scaleout, result.time_s)
                 else:
                     raise TypeError(f"{type(self.target).__name__} cannot change the managed memory")
+            except NotApplied as note:
+                result.recommendation = str(note)
             except Exception as error:
                 result.errors["execute"] = _describe(error)
             else:
@@ -247,6 +251,9 @@ class MapeLoop:
             if scale_vertices is None:
                 raise TypeError(f"{type(self.target).__name__} cannot rescale single vertices")
             scale_vertices(decision.target_vertex_parallelism, decision.target_scaleout, result.time_s)
+        except NotApplied as note:
+            result.recommendation = str(note)
+            return
         except Exception as error:
             result.errors["execute"] = _describe(error)
             return
@@ -304,6 +311,7 @@ class MapeLoop:
             dag=_dag_summary(assessment, skew_of(self.knowledge)),
             decision=decision.to_dict() if decision else None,
             executed=result.executed,
+            **({"recommendation": result.recommendation} if result.recommendation else {}),
             errors=result.errors or None,
             duration_ms=round(duration_ms, 2),
         )

@@ -116,3 +116,15 @@ def test_an_unreachable_api_never_raises(kube):
     oversight = _oversight(kube)
     kube.fail("GET", f"/deployments/{NAME}", 500, 500)
     assert oversight.blocked() is None  # no block known: the target's own calls will say what fails
+
+
+def test_a_recommendation_is_a_normal_event_not_a_failed_rescale(kube):
+    """Recommend-only and dry run: the decision is an Event of its own, never a FailedRescale warning."""
+    oversight = _oversight(kube)
+    oversight.blocked()
+    decision = Decision(time_s=60.0, current_scaleout=4, target_scaleout=6, rule="long-lived")
+    oversight.iteration(
+        decision, executed=False, errors={}, recommendation="dry run: scale-out 6 recommended"
+    )
+    (event,) = _events(kube)
+    assert event["reason"] == "RecommendedRescale" and event["type"] == "Normal"

@@ -164,3 +164,15 @@ def test_the_twin_topology_setting_names_every_shipped_topology():
     (option,) = [a for a in subcommands.choices["run"]._actions if "--topology" in a.option_strings]
     for name in shipped_topologies():
         assert name in description and name in option.help
+
+
+def test_a_rule_across_sections_names_its_field_and_a_mapping_says_it_is_one(tmp_path: Path, capsys):
+    """'(top level): scaling.max_scaleout …' and 'allowed: str or str' for a mapping of str to str."""
+    over = tmp_path / "over.yaml"
+    over.write_text("scaling: {max_scaleout: 200}\n")
+    assert main(["check-config", "--no-connect", str(over)]) == 2
+    assert "  - scaling.max_scaleout (200) exceeds what the twin can run" in capsys.readouterr().err
+    groups = tmp_path / "groups.yaml"
+    groups.write_text("scaling: {slot_sharing_groups: abc}\n")
+    assert main(["check-config", "--no-connect", str(groups)]) == 2
+    assert "(allowed: a mapping of str → str)" in capsys.readouterr().err

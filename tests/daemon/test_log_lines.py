@@ -55,3 +55,20 @@ def test_an_audit_run_is_json_a_strict_parser_reads(tmp_path):
     events = [json.loads(line, parse_constant=_refuse) for line in audit.read_text().splitlines()]
     observed = [r for e in events for r in e.get("recoveries_observed") or []]
     assert observed and any(r["predicted_s"] is None for r in observed)
+
+
+def test_a_dry_run_audits_recommendations_and_counts_no_execute_error(tmp_path):
+    """Each recommendation was an execute error: `foresail_phase_errors_total{phase="execute"}` rose, and
+    the ForesailRescaleFailed alert (deploy/alerts.yaml) fired on a dry run or a pause."""
+    from config.schema import Config
+    from daemon.runtime import run_daemon
+
+    audit = tmp_path / "a.jsonl"
+    config = Config.model_validate(
+        {"target": {"recommend_only": True}, "knowledge": {"path": str(tmp_path / "k.sqlite")}}
+    )
+    assert run_daemon(config, max_iterations=40, audit_log=str(audit)) == 0
+    events = [json.loads(line) for line in audit.read_text().splitlines()]
+    iterations = [e for e in events if e["event"] == "iteration"]
+    assert any(e.get("recommendation", "").startswith("dry run: scale-out") for e in iterations)
+    assert not any(e["errors"] and "execute" in e["errors"] for e in iterations)
