@@ -11,8 +11,8 @@ is set to a scale-out the job does not run at), which is what a daemon killed mi
 A per-vertex rescale (`FollowedTarget.scale_vertices`, a target with a `VertexExecution`) is followed the
 same way, but the target itself tells when it has finished and how long the job was down; that
 `CompletedRescale` rides on the next observation (`Observation.completed_rescales`); one that never
-reached Flink (its deferred PUT refused, or dropped while paused) rides there as withdrawn, so the loop
-does not count it as a restart. Surplus TaskManagers are released on later observations, once their slots
+reached Flink (its deferred PUT refused, or given up or dropped while paused before it) rides there as
+withdrawn, so the loop does not count it as a restart. Surplus TaskManagers are released on later observations, once their slots
 hold no task, and so are those started for a rescale that never went out.
 """
 
@@ -162,6 +162,8 @@ class RescaleFollower:
             self._finish("unchanged", elapsed, pending)
             return None
         if elapsed > self.timeout_s:
+            if execution.waiting is not None:  # its TaskManagers never came: no PUT went out
+                self.withdrawn_s.append(pending.since_s)
             execution.abandon()
             self._finish("timeout", elapsed, pending)
             return None

@@ -57,7 +57,8 @@ class RescaleRequestFailed(RuntimeError):
 
 class PutUnanswered(RescaleRequestFailed):
     """The PUT went out and no answer came back: Flink may have accepted it, so the rescale may still
-    happen (its TaskManagers are kept, and it stays counted as executed)."""
+    happen. Its TaskManagers are kept; a deferred one stays counted as executed, one sent at once fails
+    the decision like any execute error (the next iteration decides on what then runs)."""
 
 
 def new_requirements(
@@ -278,6 +279,8 @@ class VertexExecution:
         try:
             self._request_when_registered()
         except Exception:
+            if self.waiting is not None:  # failed before the PUT: what it started is surplus
+                self._release_started(before)
             self.waiting = None  # failed here, the rescale is not followed: it must not be PUT later either
             raise
 

@@ -351,7 +351,7 @@ class RecoveryConfig(Section):
         20, ge=1, description="Observed downtimes per direction the robust (median) estimate is taken over."
     )
     checkpoint_interval_s: float = Field(
-        10.0, ge=1, description="Job's checkpoint interval (replay on restart), seconds (Flink's least: 1)."
+        10.0, gt=0, description="Job's checkpoint interval (replay on restart), seconds."
     )
     scale_out_at_checkpoint: bool = Field(
         False,
@@ -439,7 +439,7 @@ class ForecastConfig(Section):
     @classmethod
     def _positive_period(cls, period_s: float | str | None) -> float | str | None:
         if isinstance(period_s, float) and not period_s > 0:
-            raise ValueError(f"a seasonal period must be > 0 s, 'auto' or null; got {period_s:g}")
+            raise ValueError("a seasonal period must be > 0 s, 'auto' or null")
         return period_s
 
     @model_validator(mode="after")

@@ -35,17 +35,25 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+def read_bounded(path: str | Path, limit_bytes: int) -> bytes:
+    """The file's bytes; ValueError for one larger than `limit_bytes` (/dev/zero as an input read forever).
+    OSError as opening and reading raise it."""
+    with Path(path).open("rb") as handle:
+        data = handle.read(limit_bytes + 1)
+    if len(data) > limit_bytes:
+        raise ValueError(f"larger than {limit_bytes // 1024**2} MB")
+    return data
+
+
 def read_yaml(path: str | Path) -> object:
     try:
-        with Path(path).open("rb") as handle:  # /dev/zero given as a config file read forever
-            data = handle.read(MAX_BYTES + 1)
-        text = data.decode("utf-8")
+        text = read_bounded(path, MAX_BYTES).decode("utf-8")
     except OSError as error:
         raise YamlFileError(f"cannot read file: {error.strerror or error}") from error
     except UnicodeDecodeError as error:
         raise YamlFileError(f"not UTF-8 text (byte {error.start})") from error
-    if len(data) > MAX_BYTES:
-        raise YamlFileError(f"larger than {MAX_BYTES // 1024**2} MB: not a configuration")
+    except ValueError as error:
+        raise YamlFileError(f"{error}: not a configuration") from error
     try:
         depth = 0
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
@@ -59,6 +67,8 @@ def read_yaml(path: str | Path) -> object:
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
         return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
+    except YamlFileError:
+        raise
     except yaml.YAMLError as error:
         raise YamlFileError(f"not valid YAML: {' '.join(str(error).split())}") from error
     except (ValueError, TypeError, RecursionError) as error:  # a tagged value YAML parsed but cannot build

@@ -332,7 +332,8 @@ def make_twin(config: Config, initial_scaleout: int | None = None) -> TwinWorld:
     params = TwinParams(
         headroom=twin_config.headroom,
         reference_scaleout=twin_config.reference_scaleout,
-        checkpoint_interval_s=round(config.recovery.checkpoint_interval_s),
+        # the twin steps whole seconds: a job checkpointing every 0.4 s replays at most a second's records
+        checkpoint_interval_s=max(1, round(config.recovery.checkpoint_interval_s)),
         scale_out_at_checkpoint=config.recovery.scale_out_at_checkpoint,
         job_profile=twin_config.job_profile,
         managed_mb=config.memory.base_mb,

@@ -95,6 +95,7 @@ def _fail(message: str, code: int = EXIT_USAGE) -> int:
 
 
 def _fit(args: argparse.Namespace) -> int:
+    from config.yaml_file import read_bounded
     from planning.released_fit import fit_released
     from planning.streambed_results import MAX_MEMORY_MB, ResultsError, parse_results
 
@@ -103,16 +104,14 @@ def _fit(args: argparse.Namespace) -> int:
     if any(not (math.isfinite(m) and 0 < m <= MAX_MEMORY_MB) for m in args.memory):
         return _fail(f"--memory: every level must be a size in (0, {MAX_MEMORY_MB:g}] MB")
     try:
-        with args.results.open("rb") as handle:  # /dev/zero as the results read until memory ran out
-            data = handle.read(MAX_RESULTS_BYTES + 1)
-        if len(data) > MAX_RESULTS_BYTES:
-            return _fail(
-                f"{args.results}: larger than {MAX_RESULTS_BYTES // 1024**2} MB: not StreamBed's results"
-            )
-        observations = parse_results(data.decode("utf-8"), str(args.results))
-        result = fit_released(observations, args.model, args.target_rate, args.memory)
+        data = read_bounded(args.results, MAX_RESULTS_BYTES)  # /dev/zero read until memory ran out
     except OSError as error:
         return _fail(f"cannot read {args.results}: {error.strerror or error}")
+    except ValueError as error:
+        return _fail(f"{args.results}: {error}: not StreamBed's results")
+    try:
+        observations = parse_results(data.decode("utf-8"), str(args.results))
+        result = fit_released(observations, args.model, args.target_rate, args.memory)
     except UnicodeDecodeError:
         return _fail(f"{args.results}: not a text file (StreamBed's results are ';'-separated text)")
     except (ResultsError, ValueError) as error:

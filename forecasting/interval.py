@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from messages.types import finite_number
+
 BAND_S = 60
 """Lead-time bands are one loop long: the first band decides whether the next loop is carried."""
 MAX_BIAS = 2.0
@@ -117,10 +119,4 @@ class PeakErrors:
             bands = state.get(key) if isinstance(state, dict) else None
             for band, ratios in enumerate(bands[: self.bands] if isinstance(bands, list) else []):
                 if isinstance(ratios, list):
-                    kept[band].extend(float(r) for r in ratios if _is_ratio(r))
-
-
-def _is_ratio(value: object) -> bool:
-    return (
-        isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
-    )
+                    kept[band].extend(float(r) for r in ratios if finite_number(r) and r >= 0)

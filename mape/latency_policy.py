@@ -46,7 +46,7 @@ from mape.knowledge import Knowledge
 from mape.plan import ConfigurationPolicy, Policy, Proposal
 from mape.skew import VertexSkew, skew_of
 from mape.vertex_plan import LatencyTerms, VertexPolicy
-from messages.types import Assessment, LatencyAssessment, Observation, VertexAssessment
+from messages.types import Assessment, LatencyAssessment, Observation, VertexAssessment, finite_number
 
 LATENCY = "latency"
 MET_SHARE = 0.99
@@ -141,11 +141,7 @@ class LatencyKnowledge:
 def _numbers(stored: object) -> list[float]:
     if not isinstance(stored, list):
         raise ValueError(f"not a list: {type(stored).__name__}")
-    return [
-        float(v)
-        for v in stored
-        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-    ][-_KEPT_ERRORS:]
+    return [float(v) for v in stored if finite_number(v)][-_KEPT_ERRORS:]
 
 
 def latency_of(knowledge: Knowledge, stat: str | None = None) -> LatencyKnowledge:

@@ -22,6 +22,7 @@ from mape.knowledge_store import KnowledgeStore
 from memory.capacities import LevelCapacities
 from memory.history import MemoryHistory, OperatorDecision, stored_decisions
 from memory.levels import MemoryLevels
+from messages.types import finite_number
 
 MEMORY = "memory"
 """The memory extension's name: its key in `Knowledge.extensions` and in the saved state."""
@@ -77,10 +78,10 @@ class MemoryKnowledge:
             capacities=LevelCapacities.from_dict(data.get("levels", {}), settings),
             history=MemoryHistory.from_dict(data.get("history", {})),
             level=_stored(data, "level", _is_level),
-            managed_mb=_stored(data, "managed_mb", lambda v: _is_number(v) and v >= 0),
-            base_mb=_stored(data, "base_mb", lambda v: _is_number(v) and v > 0),
+            managed_mb=_stored(data, "managed_mb", lambda v: finite_number(v) and v >= 0),
+            base_mb=_stored(data, "base_mb", lambda v: finite_number(v) and v > 0),
             max_level=_stored(data, "max_level", _is_level),
-            stateless_since_s=_stored(data, "stateless_since_s", lambda v: _is_number(v) and v >= 0),
+            stateless_since_s=_stored(data, "stateless_since_s", lambda v: finite_number(v) and v >= 0),
         )
 
 
@@ -149,10 +150,6 @@ def _stored(data: dict, key: str, valid):
         return value
     LOG.warning("memory-state-value-dropped", key=key, value=repr(value)[:80])
     return None
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 MAX_STORED_LEVEL = 64

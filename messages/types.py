@@ -17,6 +17,11 @@ MAX_RATE_RPS = 1e9
 reading is damage, never load."""
 
 
+def finite_number(value: object) -> bool:
+    """A finite int or float, not a bool: what a stored number must be before it is trusted."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def frozen_array(values: object) -> np.ndarray:
     """A read-only float array, so a message cannot be changed by the phase that receives it."""
     array = np.array(values, dtype=float)

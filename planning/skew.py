@@ -112,9 +112,7 @@ class SkewModel:
         imbalance = self._ratio(self._slot_loads(parallelism, rng))
         if self.speeds is None:
             return imbalance
-        mean_load = self._slot_loads(parallelism, None)
-        paced = mean_load / rng.lognormal(0.0, self.speeds.log_sd, size=(parallelism, DRAWS))
-        return imbalance * float(np.median(paced.max(axis=0)) / mean_load.max())
+        return imbalance * self._host_factor(self._slot_loads(parallelism, None)[:, 0], rng)
 
     def realized(self, parallelism: int) -> float:
         """The imbalance of the testbed's own run at `parallelism`: its measured hosts, the mean group
@@ -132,9 +130,13 @@ class SkewModel:
         shares = subtask_shares(self.loads[name].mean, parallelism)
         if self.speeds is None:
             return float(shares.max())
-        rng = np.random.default_rng(self.seed)
-        paced = shares[:, None] / rng.lognormal(0.0, self.speeds.log_sd, size=(parallelism, DRAWS))
-        return float(np.median(paced.max(axis=0)))
+        return float(shares.max()) * self._host_factor(shares, np.random.default_rng(self.seed))
+
+    def _host_factor(self, loads: np.ndarray, rng: np.random.Generator) -> float:
+        """What hosts drawn with the testbed's spread add to the hottest of `loads` (one per slot): the
+        median over draws of the hottest load paced by its host, over the hottest load at equal hosts."""
+        paced = loads[:, None] / rng.lognormal(0.0, self.speeds.log_sd, size=(len(loads), DRAWS))
+        return float(np.median(paced.max(axis=0)) / loads.max())
 
     def _slot_loads(self, parallelism: int, rng: np.random.Generator | None) -> np.ndarray:
         """(slots × draws) loads per source record; without `rng` one column of the mean group loads."""

@@ -12,6 +12,7 @@ import csv
 import io
 import math
 
+from config.schema import FLINK_MAX_PARALLELISM
 from planning.surrogate import Observation
 
 _PARALLELISM, _MEMORY, _MST = 1, 4, 14
@@ -59,8 +60,6 @@ MAX_MST_RPS = 1e12
 """Far above any measured job (StreamBed's largest: ~10^7 events/s): beyond it a value is damage."""
 
 
-MAX_OPERATOR_PARALLELISM = 32_768
-"""Flink's largest max parallelism: an operator above it is damage (400 nines overflowed the fit)."""
 MAX_MEMORY_MB = 1e9
 """A petabyte: beyond any testbed (1e300 overflowed the fit's Gram matrix, and its SVD never returned)."""
 
@@ -68,8 +67,10 @@ MAX_MEMORY_MB = 1e9
 def _implausible(parallelism: list[int] | None, memory_mb: float, mst_rps: float) -> str | None:
     if parallelism is not None and min(parallelism, default=1) < 1:
         return f"a parallelism below 1 ({parallelism})"
-    if parallelism is not None and max(parallelism, default=1) > MAX_OPERATOR_PARALLELISM:
-        return f"an operator's parallelism above Flink's {MAX_OPERATOR_PARALLELISM}"
+    if (
+        parallelism is not None and max(parallelism, default=1) > FLINK_MAX_PARALLELISM
+    ):  # 400 nines overflowed
+        return f"an operator's parallelism above Flink's {FLINK_MAX_PARALLELISM}"
     if not (math.isfinite(memory_mb) and 0 < memory_mb <= MAX_MEMORY_MB):
         return f"memory must be a size in (0, {MAX_MEMORY_MB:g}] MB, got {memory_mb:g}"
     if not (math.isfinite(mst_rps) and 0 <= mst_rps <= MAX_MST_RPS):

@@ -255,8 +255,9 @@ class SeasonalNaive:
 
 
 TREND_CARRY_S = 3600.0
-"""The longest span over which a Holt-Winters level follows its trend, through a gap or into a forecast
-(an hour: far beyond the horizon a step or two after the last closed step); beyond, the level holds."""
+"""The longest span over which a Holt-Winters level follows its trend, through a gap or into a forecast;
+beyond, the level holds. An hour: past the default 15-minute horizon (a longer `forecast.horizon_s` sees
+the forecast level off after it), and short of the days a model trained before a long gap would carry."""
 
 
 @dataclass

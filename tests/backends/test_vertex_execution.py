@@ -138,7 +138,7 @@ def test_a_rescale_whose_start_failed_is_not_put_later():
     assert execution.idle()
     pool.registered = lambda: 2
     execution.advance()
-    assert rescaler.requests == []
+    assert rescaler.requests == [] and pool.running == 1  # and the TaskManager it started is released
 
 
 class VertexTarget:
@@ -196,7 +196,8 @@ def test_a_per_vertex_rescale_that_never_lands_is_given_up_and_the_loop_may_deci
     source, target, _, outcomes = _wired(registered=1, timeout_s=30.0)
     target.scale_vertices({A: 1, B: 2}, 2, now_s=0.0)  # the second TaskManager never registers
     assert "waiting for TaskManagers" in source.observe(20.0, 60).problems[0]
-    assert source.observe(31.0, 60).problems == ()
+    given_up = source.observe(31.0, 60)
+    assert given_up.problems == () and given_up.withdrawn_rescales_s == (0.0,)  # no PUT went out
     assert outcomes == [("timeout", 31.0)] and target.target.execution.idle()
 
 

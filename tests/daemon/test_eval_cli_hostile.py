@@ -294,7 +294,8 @@ def test_the_loop_latency_benchmark_runs_its_smallest_case():
 
 
 def test_output_whose_reader_left_ends_quietly():
-    """`foresail simulate | head -1`: a BrokenPipeError traceback when the reader left before the end."""
+    """`foresail simulate | head -1` gave a BrokenPipeError traceback when the reader left before the end;
+    here the reader leaves before the first write, so every write finds the pipe closed."""
     process = subprocess.Popen(
         [*FORESAIL, "config-example"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
