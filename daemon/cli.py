@@ -299,7 +299,7 @@ def _check_audit_log(path: Path, config: Config, config_file: Path | None) -> No
 
 def _compare(args: argparse.Namespace) -> int:
     from daemon.build import load_workload, twin_topology
-    from daemon.compare import run_comparison, write_outputs
+    from daemon.compare import WorkersStopped, run_comparison, write_outputs
     from daemon.logs import configure_logging
     from simulator.baselines import ORACLE
 
@@ -326,9 +326,13 @@ def _compare(args: argparse.Namespace) -> int:
         load_workload(config.twin.workload)  # a missing trace is a config error, before any run
         comparison = run_comparison(config, policies, args.seeds, args.jobs, on_run=_say_run_done)
         write_outputs(comparison, args.out, config.baselines.static_scaleout)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
         written = sorted(str(path) for path, stamp in _files(args.out).items() if before.get(path) != stamp)
         print(f"foresail compare: interrupted; written: {', '.join(written) or 'nothing'}", file=sys.stderr)
+        if isinstance(interrupt, WorkersStopped):  # the pool's threads may never end: exit without them
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(EXIT_INTERRUPTED)
         return EXIT_INTERRUPTED
     print((args.out / "table.md").read_text(), end="")
     return EXIT_OK

@@ -106,16 +106,25 @@ def _pool(workers: int) -> Iterator[ProcessPoolExecutor | None]:
         yield None
         return
     pool = ProcessPoolExecutor(max_workers=workers, initializer=_quiet_logs)
+    stopped = False
     try:
         yield pool
     except KeyboardInterrupt:
+        stopped = True
         processes = list(pool._processes.values())  # no public way to stop a running task (3.11)
         pool.shutdown(wait=False, cancel_futures=True)
         for process in processes:
             process.terminate()
-        raise
+        raise WorkersStopped from None
     finally:
-        pool.shutdown(wait=True)
+        if not stopped:
+            pool.shutdown(wait=True)
+
+
+class WorkersStopped(KeyboardInterrupt):
+    """Ctrl-C stopped the worker processes in their runs. One stopped while sending its result leaves the
+    pool's reader thread waiting for the rest for good (a compare in CI hung 120 s, then for good, on
+    its `shutdown(wait=True)`): the process must end without joining the pool's threads (`os._exit`)."""
 
 
 def _quiet_logs() -> None:
