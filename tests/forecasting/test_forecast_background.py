@@ -146,10 +146,15 @@ def test_a_model_that_stops_forecasting_counts_as_poor_and_is_refitted():
     assert len(fit.calls) == 2 and forecasts[-1].model == "persistencemodel"
 
 
-def test_a_fit_past_its_timeout_is_abandoned_and_its_late_result_ignored():
+def _first_fit_blocked() -> tuple[BlockingFit, WorkloadForecaster, Driver]:
+    """A forecaster on its own fit thread whose first fit blocks until released; fits time out at 120 s."""
     fit = BlockingFit(block_from=1)
     forecaster = WorkloadForecaster(replace(SETTINGS, fit_timeout_s=120.0), fit=fit)
-    driver = Driver(forecaster, flat(900.0))
+    return fit, forecaster, Driver(forecaster, flat(900.0))
+
+
+def test_a_fit_past_its_timeout_is_abandoned_and_its_late_result_ignored():
+    fit, forecaster, driver = _first_fit_blocked()
     try:
         driver.step_until(lambda f: f.reason.startswith("no model yet: first fit running since"))
         submitted_s = driver.now_s
@@ -249,9 +254,7 @@ def test_a_fit_hung_past_its_timeout_leaves_the_next_fit_a_thread_of_its_own():
 
 def test_a_clock_stepped_back_restarts_a_running_fits_timeout_from_now():
     """Counted from a submission time ahead of the clock, a hung fit was never abandoned."""
-    fit = BlockingFit(block_from=1)
-    forecaster = WorkloadForecaster(replace(SETTINGS, fit_timeout_s=120.0), fit=fit)
-    driver = Driver(forecaster, flat(900.0))
+    fit, forecaster, driver = _first_fit_blocked()
     try:
         driver.step_until(lambda f: f.reason.startswith("no model yet: first fit running since"))
         driver.now_s -= 86_400
