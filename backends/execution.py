@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -74,6 +75,7 @@ class RescaleFollower:
         """False while foresail only recommends (paused, or blocked by another autoscaler): a per-vertex
         rescale is then followed, but its deferred PUT is not sent and no TaskManager is stopped."""
         self._adopted = False
+        self._adopt_origin = "found at start-up"
         self.completed: list[CompletedRescale] = []
         """Per-vertex rescales finished since the last `take_completed`."""
         self.withdrawn_s: list[float] = []
@@ -170,7 +172,15 @@ class RescaleFollower:
         stage = "waiting for TaskManagers" if execution.waiting is not None else "Flink rescaling"
         return f"per-vertex rescale in progress for {elapsed:.0f} s ({stage}; {pending.vertex_parallelism})"
 
+    def unconfirmed(self) -> None:
+        """A rescale request failed without a refusal (a timeout, retries exhausted): the server may have
+        applied it. The next check compares what the target wants with what runs, as at start-up."""
+        self._adopted = False
+        self._adopt_origin = "a request whose answer was lost"
+
     def _adopt(self, now_s: float, observed_parallelism: int | None) -> None:
+        if observed_parallelism is None:  # nothing to compare with yet (metrics unreachable): ask again
+            return
         self._adopted = True
         try:
             desired = self.target.desired()
@@ -179,8 +189,13 @@ class RescaleFollower:
             self._adopted = False  # ask again next time
             return
         if desired is not None and desired != observed_parallelism:
-            self.pending = PendingRescale(desired, now_s, "found at start-up")
-            self.log.info("rescale-adopted", scaleout=desired, observed_parallelism=observed_parallelism)
+            self.pending = PendingRescale(desired, now_s, self._adopt_origin)
+            self.log.info(
+                "rescale-adopted",
+                scaleout=desired,
+                observed_parallelism=observed_parallelism,
+                origin=self._adopt_origin,
+            )
 
     def _finish(self, outcome: str, elapsed_s: float, pending: PendingRescale, **fields: object) -> None:
         self.pending = None
@@ -225,7 +240,8 @@ class FollowedTarget:
         if self.recommend_only:
             self.log.info("recommendation", scaleout=scaleout, time_s=now_s)
             raise NotApplied(f"recommend-only mode: scale-out {scaleout} recommended, not applied")
-        self.target.scale_to(scaleout, now_s)
+        with self._unconfirmed_on_failure():
+            self.target.scale_to(scaleout, now_s)
         self.follower.requested(scaleout, now_s)
 
     def scale_vertices(self, vertex_parallelism: Mapping[str, int], taskmanagers: int, now_s: float) -> None:
@@ -259,8 +275,19 @@ class FollowedTarget:
         reconfigure = getattr(self.target, "reconfigure", None)
         if reconfigure is None:
             raise TypeError(f"{type(self.target).__name__} cannot change the managed memory")
-        reconfigure(scaleout, managed_mb, now_s)
+        with self._unconfirmed_on_failure():
+            reconfigure(scaleout, managed_mb, now_s)
         self.follower.requested(scaleout, now_s, managed_mb)
+
+    @contextmanager
+    def _unconfirmed_on_failure(self) -> Iterator[None]:
+        try:
+            yield
+        except NotApplied:
+            raise
+        except Exception:
+            self.follower.unconfirmed()
+            raise
 
 
 class FollowingSource:

@@ -455,17 +455,25 @@ class DeploymentTaskManagers:
         busy_ids = set(tasks) - free_ids
         # a pod matched to a busy TaskManager too is not free: a container restarted in place keeps its
         # IP, and Flink lists its dead registration (0 tasks) beside the new one until the heartbeat ends
-        free = [
+        pods = self.retry(self._pods)
+        free = [p for p in pods if _taskmanager_of(p, free_ids) and not _taskmanager_of(p, busy_ids)][
+            :surplus
+        ]
+        # a mark left by a scale-down whose replica patch failed stays on its pod, which may hold tasks
+        # since: unmarked, or the ReplicaSet could pick it over the free pod marked now
+        marked = {p.metadata.name for p in free}
+        stale = [
             p
-            for p in self.retry(self._pods)
-            if _taskmanager_of(p, free_ids) and not _taskmanager_of(p, busy_ids)
-        ][:surplus]
-        for pod in free:
+            for p in pods
+            if p.metadata.name not in marked
+            and (p.metadata.annotations or {}).get(DELETION_COST) == FREE_POD_COST
+        ]
+        for pod, cost in [(p, None) for p in stale] + [(p, FREE_POD_COST) for p in free]:
             self.retry(
-                lambda pod=pod: self.core.patch_namespaced_pod(
+                lambda pod=pod, cost=cost: self.core.patch_namespaced_pod(
                     pod.metadata.name,
                     self.scale.namespace,
-                    {"metadata": {"annotations": {DELETION_COST: FREE_POD_COST}}},
+                    {"metadata": {"annotations": {DELETION_COST: cost}}},
                     _request_timeout=self.scale.timeout_s,
                 )
             )

@@ -53,7 +53,8 @@ def wait_s(seconds: float) -> None:
 
 def is_retryable(error: BaseException) -> bool:
     if isinstance(error, ApiException):
-        return error.status == 409 or (error.status or 0) >= 500
+        # 409: a conflict to read again; 429: the API server's throttling (priority and fairness)
+        return error.status in (409, 429) or (error.status or 0) >= 500
     return isinstance(error, urllib3.exceptions.HTTPError | ConnectionError | TimeoutError)
 
 

@@ -56,6 +56,8 @@ def test_the_sidecar_is_probed_on_the_configured_port_and_runs_unprivileged():
     sidecar = next(c for c in jobmanager["spec"]["template"]["spec"]["containers"] if c["name"] == "foresail")
     assert sidecar["ports"][0]["containerPort"] == port
     assert sidecar["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    # a sidecar not ready would make the pod not ready and take the JobManager out of its Service
+    assert "readinessProbe" not in sidecar
     assert sidecar["securityContext"]["runAsNonRoot"] is True
     assert jobmanager["spec"]["template"]["spec"]["serviceAccountName"] == "foresail"
 
@@ -214,3 +216,24 @@ def test_the_schema_check_rejects_a_misspelt_field():
     container["resource"] = container.pop("resources", {})
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(broken, KUBERNETES_VERSIONS[-1], strict=True)
+
+
+@pytest.mark.parametrize("process", ["GET_JM_RESOURCE_PARAMS", "GET_TM_RESOURCE_PARAMS"])
+def test_flink_starts_with_the_config_map_that_replaces_its_own(process, tmp_path):
+    """The config map's config.yaml is mounted over the image's: Flink's start-up scripts compute the JVM's
+    memory from it with this helper, which refuses a config without a memory size."""
+    from tests.e2e.stack import flink_home
+
+    (config_map,) = _documents("flink-configmap.yaml")
+    (tmp_path / "config.yaml").write_text(config_map["data"]["config.yaml"])
+    home = flink_home()
+    classpath = f"{home / 'bin' / 'bash-java-utils.jar'}:{next((home / 'lib').glob('flink-dist-*.jar'))}"
+    helper = "org.apache.flink.runtime.util.bash.BashJavaUtils"
+    run = subprocess.run(
+        [require_tool("java"), "-classpath", classpath, helper, process, "--configDir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert run.returncode == 0 and "BASH_JAVA_UTILS_EXEC_RESULT" in run.stdout, run.stdout[-2000:]

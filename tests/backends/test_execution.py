@@ -107,3 +107,43 @@ def test_a_target_that_cannot_answer_is_asked_again_rather_than_trusted():
     source, _, _, _ = _wired(target)
     assert source.observe(0.0, 60).problems == ()  # nothing known to be in progress: the loop decides
     assert source.follower._adopted is False  # and start-up adoption is retried next time
+
+
+def test_nothing_is_adopted_while_the_job_parallelism_is_unknown():
+    target = FakeTarget(desired=3)  # a restart while Prometheus is down: replicas 3, parallelism unknown
+    source, _, fake, outcomes = _wired(target, timeout_s=30.0)
+    fake.parallelism = None
+    assert source.observe(0.0, 60).problems == ()
+    assert source.observe(100.0, 60).problems == ()  # past the timeout: no rescale invented, none failed
+    assert outcomes == []
+    fake.parallelism = 3  # known again, and the job runs at what the target is set to
+    assert source.observe(160.0, 60).problems == () and outcomes == []
+
+
+def test_a_request_whose_answer_was_lost_is_followed_if_it_landed():
+    class LostAnswer(FakeTarget):
+        def scale_to(self, scaleout: int, now_s: float) -> None:
+            super().scale_to(scaleout, now_s)  # applied by the server...
+            raise TimeoutError("read timed out")  # ...but the answer never came
+
+    target = LostAnswer()
+    source, scaled, fake, outcomes = _wired(target)
+    assert source.observe(0.0, 60).problems == ()
+    with pytest.raises(TimeoutError):
+        scaled.scale_to(5, now_s=10.0)
+    assert "rescale to 5 in progress" in source.observe(70.0, 60).problems[0]
+    assert "answer was lost" in source.observe(75.0, 60).problems[0]
+    target.resources_ready, fake.parallelism = True, 5
+    assert source.observe(100.0, 60).problems == ()
+    assert [o for o, _ in outcomes] == ["ready"]
+
+
+def test_a_request_that_failed_without_landing_holds_nothing():
+    class Refused(FakeTarget):
+        def scale_to(self, scaleout: int, now_s: float) -> None:
+            raise TimeoutError("connect timed out")  # nothing reached the server
+
+    source, scaled, _, outcomes = _wired(Refused())
+    with pytest.raises(TimeoutError):
+        scaled.scale_to(5, now_s=10.0)
+    assert source.observe(70.0, 60).problems == () and outcomes == []

@@ -47,8 +47,8 @@ def test_scales_the_deployment_through_its_scale_subresource_with_one_patch(kube
     assert kube.requests("PUT") == []
 
 
-def test_conflicts_and_server_errors_are_retried_until_the_patch_lands(kube):
-    kube.fail("PATCH", "/scale", 409, 409, 503)
+def test_conflicts_throttling_and_server_errors_are_retried_until_the_patch_lands(kube):
+    kube.fail("PATCH", "/scale", 409, 429, 503)
     _target(kube, retries=4).scale_to(2, now_s=0.0)
     assert len(kube.requests("PATCH", "/scale")) == 4
     assert kube.replicas(NS, NAME) == 2

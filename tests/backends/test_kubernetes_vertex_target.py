@@ -161,6 +161,41 @@ def test_a_scale_down_removes_only_the_pod_whose_taskmanager_holds_no_task(kube)
     flink.server.close()
 
 
+def test_a_free_mark_left_by_a_failed_scale_down_is_cleared_once_its_pod_holds_tasks(kube):
+    """The mark stays on its pod when the replica patch after it fails (the lease lost in between); once
+    that pod holds tasks again, the next scale-down must not leave it tied with the pod it frees."""
+    from backends.kubernetes import DeploymentTaskManagers
+    from backends.retry import with_retries
+
+    kube.create_deployment(NS, NAME, replicas=2)
+    _pod(kube, "tm-a", "10.0.0.1")
+    _pod(kube, "tm-b", "10.0.0.2")
+    flink = FakeJobManager({A: 1}, {"10.0.0.1:6122-aaaaaa": 0, "10.0.0.2:6122-bbbbbb": 2})
+    pool = DeploymentTaskManagers(
+        DeploymentScale(kube.api(), NS, NAME, 5.0), flink.rest, lambda call: with_retries(call, 0, 0.0)
+    )
+    patch = pool.scale.set_scaleout
+
+    def lease_lapsed(count: int) -> None:  # between marking the free pod and lowering the replicas
+        raise NotLeader("the lease lapsed")
+
+    pool.scale.set_scaleout = lease_lapsed
+    with pytest.raises(NotLeader):
+        pool.shrink_to(1)
+    pool.scale.set_scaleout = patch
+    patch(3)
+    _pod(kube, "tm-c", "10.0.0.3")
+    flink.taskmanagers = {"10.0.0.1:6122-aaaaaa": 2, "10.0.0.2:6122-bbbbbb": 2, "10.0.0.3:6122-cccccc": 0}
+    assert pool.shrink_to(2) and kube.replicas(NS, NAME) == 2
+    core = client.CoreV1Api(kube.api())
+    costs = {
+        p: (core.read_namespaced_pod(p, NS).metadata.annotations or {}).get(DELETION_COST)
+        for p in ("tm-a", "tm-b", "tm-c")
+    }
+    assert costs == {"tm-a": None, "tm-b": None, "tm-c": "-1000"}
+    flink.server.close()
+
+
 def test_a_replica_is_kept_while_its_taskmanager_still_holds_tasks(kube):
     flink, target = _two_pods(kube, ("tm-0", "tm-1"), {A: 1, B: 1}, (3, 1))
     target.execution.keep_taskmanagers = 1  # a finished scale-down whose surplus is not free yet
