@@ -12,6 +12,7 @@ counts as transient. A server that drips its headers is still bounded only per r
 from __future__ import annotations
 
 import time
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -25,7 +26,14 @@ MAX_ANSWER_BYTES = 256 * 1024 * 1024
 
 
 class BoundedSession(requests.Session):
-    """A session whose requests read their body within `ANSWER_DEADLINE_READS` × the read timeout."""
+    """A session whose requests read their body within `ANSWER_DEADLINE_READS` × the read timeout.
+
+    The body is read as it came over the wire and decompressed afterwards: decoding while reading let a
+    gzip stream of empty blocks, which decode to nothing, keep one read going past every deadline."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.headers["Accept-Encoding"] = "gzip, deflate"  # what `_decoded` can bound
 
     def request(self, method: str, url: str, *args, **kwargs) -> requests.Response:  # type: ignore[override]
         read_s = _seconds(kwargs.get("timeout"))
@@ -33,13 +41,14 @@ class BoundedSession(requests.Session):
             return super().request(method, url, *args, **kwargs)
         response = super().request(method, url, *args, **{**kwargs, "stream": True})
         try:
-            body = _read_whole(
-                lambda size: response.raw.read1(size, decode_content=True),
+            wire = _read_whole(
+                lambda size: response.raw.read1(size, decode_content=False),
                 url,
                 ANSWER_DEADLINE_READS * read_s,
                 too_slow=requests.Timeout,
                 too_large=requests.ConnectionError,
             )
+            body = _decoded(wire, response.headers.get("Content-Encoding", ""), url)
         except urllib3.exceptions.HTTPError as error:  # what `requests` would have wrapped reading it
             raise _as_requests_error(error, url) from error
         finally:
@@ -97,6 +106,25 @@ def _read_whole(
         if len(body) > MAX_ANSWER_BYTES:
             raise too_large(f"{url}: the answer exceeds {MAX_ANSWER_BYTES} bytes")
     return bytes(body)
+
+
+def _decoded(wire: bytes, encoding: str, url: str) -> bytes:
+    """The body under its Content-Encoding (none, gzip or deflate), at most `MAX_ANSWER_BYTES` of it."""
+    encoding = encoding.strip().lower()
+    if encoding in ("", "identity"):
+        return wire
+    if encoding not in ("gzip", "x-gzip", "deflate"):
+        raise requests.exceptions.ContentDecodingError(f"{url}: an answer in {encoding!r}, not asked for")
+    zlib_wrapped = len(wire) >= 2 and wire[0] & 0x0F == 8 and (wire[0] << 8 | wire[1]) % 31 == 0
+    wbits = 31 if encoding != "deflate" else 15 if zlib_wrapped else -15  # deflate: zlib data, or bare
+    decompressor = zlib.decompressobj(wbits)
+    try:
+        body = decompressor.decompress(wire, MAX_ANSWER_BYTES + 1)
+    except zlib.error as error:
+        raise requests.exceptions.ContentDecodingError(f"{url}: a damaged {encoding} answer") from error
+    if len(body) > MAX_ANSWER_BYTES or decompressor.unconsumed_tail:
+        raise requests.ConnectionError(f"{url}: the answer exceeds {MAX_ANSWER_BYTES} bytes")
+    return body
 
 
 def _as_requests_error(error: urllib3.exceptions.HTTPError, url: str) -> requests.RequestException:

@@ -12,6 +12,7 @@ TaskManagers hold no task. Those calls raise `requests` errors; the caller names
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,7 +71,7 @@ class FlinkRest:
             return JobStatus(
                 job_id=job["jid"],
                 state=detail["state"],
-                parallelism=max(int(v["parallelism"]) for v in vertices),
+                parallelism=max(_parallelism(v) for v in vertices),
                 vertices_running=all(v.get("status") == "RUNNING" for v in vertices),
                 start_time_ms=int(detail.get("start-time", 0)),
             )
@@ -210,18 +211,35 @@ def _topological(vertices: list[JobVertex], edges: list[JobEdge]) -> JobGraph:
     unknown -= set(ids)
     if unknown:
         raise GraphUnavailable(f"plan names vertices the job does not have: {sorted(unknown)}")
-    pending = {vertex_id: sum(e.target_id == vertex_id for e in edges) for vertex_id in ids}
+    pending = dict.fromkeys(ids, 0)
+    downstream: dict[str, list[str]] = {vertex_id: [] for vertex_id in ids}
+    for edge in edges:
+        pending[edge.target_id] += 1
+        downstream[edge.source_id].append(edge.target_id)
+    position = {vertex_id: i for i, vertex_id in enumerate(ids)}
+    ready = [position[v] for v in ids if pending[v] == 0]  # a heap of API positions: ties keep its order
     order: list[str] = []
-    while len(order) < len(ids):
-        ready = next((v for v in ids if pending[v] == 0 and v not in order), None)
-        if ready is None:
-            raise GraphUnavailable("the job graph has a cycle")
-        order.append(ready)
-        for edge in edges:
-            if edge.source_id == ready:
-                pending[edge.target_id] -= 1
+    while ready:
+        vertex_id = ids[heapq.heappop(ready)]
+        order.append(vertex_id)
+        for target in downstream[vertex_id]:
+            pending[target] -= 1
+            if pending[target] == 0:
+                heapq.heappush(ready, position[target])
+    if len(order) < len(ids):
+        raise GraphUnavailable("the job graph has a cycle")
     by_id = {v.vertex_id: v for v in vertices}
     return JobGraph(tuple(by_id[v] for v in order), tuple(edges))
+
+
+def _parallelism(vertex: dict) -> int:
+    """A vertex's parallelism as `/jobs/:jobid` gives it, checked as `_vertex` checks it."""
+    parallelism = vertex["parallelism"]
+    if not _whole(parallelism) or not 1 <= parallelism <= FLINK_MAX_PARALLELISM:
+        raise ValueError(
+            f"vertex {vertex.get('name')!r}: parallelism {parallelism!r} is not 1..{FLINK_MAX_PARALLELISM}"
+        )
+    return parallelism
 
 
 def _whole(value: object) -> bool:

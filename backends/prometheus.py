@@ -48,6 +48,7 @@ from backends.promql import (
 )
 from backends.vertices import subtask_series
 from config.backends import PrometheusConfig
+from config.schema import FLINK_MAX_PARALLELISM
 from memory.signals import hit_rate
 from messages.types import JobGraph, Observation, OperatorState, SubtaskSeries, WorkerSeries
 
@@ -81,6 +82,9 @@ class PrometheusClient:
             status_forcelist=(429, 500, 502, 503, 504),
             allowed_methods=("GET",),
             raise_on_status=False,
+            # a Retry-After header would be slept on whole (urllib3 caps it at 6 h), past every timeout and
+            # deaf to SIGTERM: the doubling back-off from 0.2 s bounds the wait instead
+            respect_retry_after_header=False,
         )
         self.connection = PrometheusConnect(
             url=config.url.rstrip("/"),
@@ -106,7 +110,12 @@ class PrometheusClient:
     def range(self, query: str, start_s: float, end_s: float, step_s: float) -> object:
         self.connection.headers = self._headers()
         return self.connection.custom_query_range(
-            query, _utc(start_s), _utc(end_s), step=f"{step_s:g}s", timeout=self.config.timeout_s
+            # seconds as a number: Prometheus reads "2.5s" as no duration (a duration's units are whole)
+            query,
+            _utc(start_s),
+            _utc(end_s),
+            step=f"{step_s:g}",
+            timeout=self.config.timeout_s,
         )
 
     def instant(self, query: str, time_s: float) -> object:
@@ -179,6 +188,8 @@ class _Reading:
             self.problems.append(f"{name}: {self.unreachable}: {_short(error)}")
         except Exception as error:  # an error answer or a body that is not the API's JSON
             self.problems.append(f"{name}: query failed: {type(error).__name__}: {_short(error)}")
+            if str(error).startswith("HTTP Status Code 429"):  # throttled after the retries: ask no more
+                self.unreachable = "Prometheus throttles this client (429)"
         return None
 
 
@@ -531,8 +542,8 @@ def _workers(
 def _count(value: float | None, problems: list[str]) -> int | None:
     if value is None:
         return None
-    if value < 1 or abs(value - round(value)) > 1e-6:
-        problems.append(f"parallelism: not a positive whole number ({value})")
+    if not 1 <= value <= FLINK_MAX_PARALLELISM or abs(value - round(value)) > 1e-6:
+        problems.append(f"parallelism: not a whole number in 1..{FLINK_MAX_PARALLELISM} ({value:.6g})")
         return None
     return round(value)
 

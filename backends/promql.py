@@ -38,11 +38,15 @@ def number(value: object) -> float:
 
 
 def parse_matrix(result: object, grid: np.ndarray, step_s: float, label: str | None) -> dict[str, np.ndarray]:
-    """A range-query result as one grid-aligned array per value of `label` (all series summed if None).
+    """A range-query result as one grid-aligned array per value of `label`; with None, its one series.
 
     Series sharing a label value are added (a query not yet aggregated per worker still reads right);
-    a point counts where at least one of them has a value.
+    a point counts where at least one of them has a value. Without a label, more than one series is
+    refused, as for an instant query: added, a series answered twice (two HA replicas told apart by a
+    label, a proxy) doubled the input rate and the loop scaled out on it.
     """
+    if label is None and isinstance(result, list) and len(result) > 1:
+        raise BadAnswer(f"expected one series, got {len(result)}: aggregate them in the query")
     arrays = parse_matrix_by(result, grid, step_s, () if label is None else (label,))
     return {"" if not key else key[0]: values for key, values in arrays.items()}
 

@@ -113,20 +113,31 @@ class _ScaleoutKnowledge:
 
 
 def valid_windows(
-    workers: tuple[WorkerSeries, ...], uptime_s: float | None, now_s: float, warmup_s: float
+    workers: tuple[WorkerSeries, ...],
+    uptime_s: float | None,
+    now_s: float,
+    warmup_s: float,
+    max_cpu: float = MAX_CPU,
 ) -> list[WorkerWindow]:
-    """Drop NaN samples and samples from the warm-up after the job (re)started; summarise the rest.
+    """Drop NaN samples, samples from the warm-up after the job (re)started and CPU samples above
+    `max_cpu` (one bogus scrape moved a worker's line for good); summarise the rest.
 
     Workers whose series have one length (the usual case) are summarised together (capacity/rows.py).
     """
     started_s = now_s - uptime_s if uptime_s is not None and math.isfinite(uptime_s) else -math.inf
     timestamps = stacked([w.timestamps_s for w in workers])
     if timestamps is None:
-        return [w for w in (_valid_window(worker, started_s + warmup_s) for worker in workers) if w]
+        windows = (_valid_window(worker, started_s + warmup_s, max_cpu) for worker in workers)
+        return [w for w in windows if w]
     cpu = stacked([w.cpu for w in workers])
     tput = stacked([w.throughput_rps for w in workers])
     keep = (
-        np.isfinite(cpu) & np.isfinite(tput) & (timestamps >= started_s + warmup_s) & (cpu >= 0) & (tput >= 0)
+        np.isfinite(cpu)
+        & np.isfinite(tput)
+        & (timestamps >= started_s + warmup_s)
+        & (cpu >= 0)
+        & (cpu <= max_cpu)
+        & (tput >= 0)
     )
     rows = RowGroups(keep)
     stats, cpu_mean, tput_mean = (
@@ -141,13 +152,14 @@ def valid_windows(
     ]
 
 
-def _valid_window(worker: WorkerSeries, from_s: float) -> WorkerWindow | None:
+def _valid_window(worker: WorkerSeries, from_s: float, max_cpu: float) -> WorkerWindow | None:
     """One worker's window: its finite, non-negative samples from `from_s` on (None without any)."""
     keep = (
         np.isfinite(worker.cpu)
         & np.isfinite(worker.throughput_rps)
         & (worker.timestamps_s >= from_s)
         & (worker.cpu >= 0)
+        & (worker.cpu <= max_cpu)
         & (worker.throughput_rps >= 0)
     )
     if not keep.any():

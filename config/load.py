@@ -47,7 +47,8 @@ def parse_config(data: object, source: str = "<config>") -> Config:
     try:
         return Config.model_validate(data)
     except ValidationError as error:
-        raise ConfigError(source, [_describe(item) for item in error.errors()]) from error
+        problems = [line for item in error.errors() for line in _describe(item).splitlines()]
+        raise ConfigError(source, problems) from error
 
 
 def _describe(item: dict) -> str:
@@ -59,8 +60,10 @@ def _describe(item: dict) -> str:
     message = item["msg"]
     if message.startswith("Value error, "):
         message = message.removeprefix("Value error, ")
-    if item["type"] == "value_error" and _model_at(item["loc"]) is not None:  # a rule across fields
-        return f"{location}: {message}" if location else message  # the message names them
+    if (
+        item["type"] == "value_error" and _model_at(item["loc"]) is not None
+    ):  # rules across fields, a line each
+        return "\n".join(f"{location}: {line}" if location else line for line in message.splitlines())
     allowed = _allowed_values(item["loc"])
     suffix = f" (allowed: {allowed})" if allowed and "allowed" not in message else ""
     return f"{location}: {message}; got {item.get('input')!r}{suffix}"

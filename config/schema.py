@@ -734,53 +734,62 @@ class Config(Section):
         return min(max(start, self.scaling.min_scaleout), self.scaling.max_scaleout)
 
     @model_validator(mode="after")
-    def _scaleouts_the_twin_can_run(self) -> Config:
+    def _rules_across_sections(self) -> Config:
+        """Every broken rule at once (one validator each would stop at the first)."""
+        problems = [
+            problem
+            for rule in (
+                self._scaleouts_the_twin_can_run,
+                self._static_scaleout_within_bounds,
+                self._vertex_granularity_needs_the_vertex_model,
+                self._twin_runs_one_slot_per_taskmanager,
+                self._twin_start_within_bounds,
+            )
+            if (problem := rule()) is not None
+        ]
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    def _scaleouts_the_twin_can_run(self) -> str | None:
         if self.target.kind == "twin" and self.scaling.max_scaleout > TWIN_MAX_PARALLELISM:
-            raise ValueError(
+            return (
                 f"scaling.max_scaleout ({self.scaling.max_scaleout}) exceeds what the twin can run "
                 f"(max parallelism {TWIN_MAX_PARALLELISM})"
             )
-        return self
+        return None
 
-    @model_validator(mode="after")
-    def _static_scaleout_within_bounds(self) -> Config:
+    def _static_scaleout_within_bounds(self) -> str | None:
         """Plain 'static' runs at baselines.static_scaleout: refused outside the bounds, as 'static-N' is."""
         static = parse_baseline(self.scaling.policy)
         if static is None or static.family != "static" or static.knob is not None:
-            return self
+            return None
         n, low, high = self.baselines.static_scaleout, self.scaling.min_scaleout, self.scaling.max_scaleout
         if not low <= n <= high:
-            raise ValueError(
+            return (
                 f"policy 'static' runs at baselines.static_scaleout ({n}), outside scaling.min_scaleout.."
                 f"max_scaleout ({low}..{high}): it would run at the bound, not at static_scaleout"
             )
-        return self
+        return None
 
-    @model_validator(mode="after")
-    def _vertex_granularity_needs_the_vertex_model(self) -> Config:
+    def _vertex_granularity_needs_the_vertex_model(self) -> str | None:
         if self.scaling.granularity == "vertex" and self.capacity.model != "dag":
-            raise ValueError(
-                "scaling.granularity: vertex plans from the per-vertex true rates: set capacity.model: dag"
-            )
-        return self
+            return "scaling.granularity: vertex plans from the per-vertex true rates: set capacity.model: dag"
+        return None
 
-    @model_validator(mode="after")
-    def _twin_runs_one_slot_per_taskmanager(self) -> Config:
+    def _twin_runs_one_slot_per_taskmanager(self) -> str | None:
         if self.target.kind == "twin" and self.scaling.slots_per_taskmanager != 1:
-            raise ValueError(
-                "scaling.slots_per_taskmanager: the twin runs one slot (one core) per TaskManager; set 1"
-            )
-        return self
+            return "scaling.slots_per_taskmanager: the twin runs one slot (one core) per TaskManager; set 1"
+        return None
 
-    @model_validator(mode="after")
-    def _twin_start_within_bounds(self) -> Config:
+    def _twin_start_within_bounds(self) -> str | None:
         start = self.twin.initial_scaleout
         if start is not None and not (self.scaling.min_scaleout <= start <= self.scaling.max_scaleout):
-            raise ValueError(
+            return (
                 f"twin.initial_scaleout ({start}) must lie within scaling.min_scaleout.."
                 f"max_scaleout ({self.scaling.min_scaleout}..{self.scaling.max_scaleout})"
             )
-        return self
+        return None
 
 
 def example_path() -> Path:

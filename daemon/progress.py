@@ -58,6 +58,8 @@ class RunProgress:
         decision, assessment = result.decision, result.assessment
         if decision is not None:
             self.rules[decision.rule] += 1
+            if not self.scaleouts:  # what the run started from, even when its first decision changed it
+                self.scaleouts.append(decision.current_scaleout)
             self.scaleouts.append(decision.target_scaleout if result.executed else decision.current_scaleout)
             if result.executed:
                 self.rescales[decision.action] += 1

@@ -183,7 +183,7 @@ then `--render-only` as above; `--families ...,reactive` adds the reactive plan'
   key groups, heterogeneous worker speeds, CPU linear in throughput with autocorrelated noise, rescale
   downtime ≈ 30 s out / 15 s in with replay from the last checkpoint (10 s), FIFO latency per record.
   **Sizing**: like the paper, 12 workers carry the trace's peak — here exactly peak + 10 % for a fresh
-  12-worker deployment (algorithms.md §9). Seeds {seeds} ({n_seeds} runs per cell); a seed changes the
+  12-worker deployment (the paper does not say by how much). Seeds {seeds} ({n_seeds} runs per cell); a seed changes the
   key skew, the worker speeds, the CPU noise and the downtimes, not the trace.
 - **Traces**: the three shared 6-hour traces (`data/daedalus/workloads/`): WordCount sine (peak
   60K/s), YSB advertising (the 550K-peak file; the paper ran a 400K version) and Traffic Monitoring (100K).
@@ -577,7 +577,7 @@ def _differences_section(summaries: dict[str, dict], floors: dict[str, list[dict
   saying by how much; we give a fresh 12-worker deployment exactly 10 % over the peak. How low any policy
   can go is then fixed by the trace's shape and the skew: {sizing}. On the sine the paper's Daedalus used
   fewer workers than our oracle, which needs no restarts and knows the future: its job had more headroom
-  than ours (algorithms.md §9), so its absolute savings against static 12 cannot be matched here, by
+  than ours, so its absolute savings against static 12 cannot be matched here, by
   foresail or by anything that keeps up. Compare ratios within a run and the gap to the oracle instead.
 - **YSB trace.** The paper ran a 400K-peak version of the advertising trace (its Helm chart); the shared
   file peaks at 550K. Because we size to the file's own peak, a uniformly rescaled trace would give the

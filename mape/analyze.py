@@ -87,8 +87,12 @@ class Analyzer:
             model = extension.capacity_model(observation, knowledge, current)
             if model is not None and capacity is knowledge.capacity:
                 capacity = model
-        windows = valid_windows(
-            observation.workers, observation.uptime_s, observation.time_s, capacity.settings.warmup_s
+        windows = valid_windows(  # a CPU sample the plausibility check would call out of range: a gap
+            observation.workers,
+            observation.uptime_s,
+            observation.time_s,
+            capacity.settings.warmup_s,
+            plausibility.CPU_HEADROOM,
         )
         throughput_rps = sum(w.throughput_mean_rps for w in windows)
         saturated = bool(windows) and backlog >= self.saturated_backlog_s * throughput_rps

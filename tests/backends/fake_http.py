@@ -8,6 +8,7 @@ from __future__ import annotations
 import ssl
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -106,3 +107,14 @@ def self_signed_cert(directory: Path) -> tuple[Path, Path]:
         check=True, capture_output=True,
     )  # fmt: skip
     return cert, key
+
+
+def within(seconds: float, call) -> object:
+    """The call's result, or a failure if it has not returned after `seconds` (it used to never return)."""
+    result: list = []
+    worker = threading.Thread(target=lambda: result.append(call()), daemon=True)
+    started = time.monotonic()
+    worker.start()
+    worker.join(seconds)
+    assert not worker.is_alive(), f"still reading after {time.monotonic() - started:.0f} s"
+    return result[0]

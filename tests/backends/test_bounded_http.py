@@ -4,8 +4,10 @@ waits for it) for good. A fake server: a real Prometheus, Flink or API server ca
 
 from __future__ import annotations
 
+import gzip
 import threading
 import time
+import zlib
 from http.server import BaseHTTPRequestHandler
 
 import pytest
@@ -16,7 +18,7 @@ from backends.flinkrest import FlinkRest
 from backends.kubernetes import DeploymentScale, api_client
 from backends.prometheus import PrometheusClient
 from config.backends import KubernetesConfig, PrometheusConfig
-from tests.backends.fake_http import raw_server, send_headers
+from tests.backends.fake_http import raw_server, send_headers, within
 
 
 @pytest.fixture
@@ -37,19 +39,8 @@ def dripping_url():
         stopped.set()
 
 
-def _within(seconds: float, call) -> object:
-    """The call's result, or a failure if it has not returned after `seconds` (it used to never return)."""
-    result: list = []
-    worker = threading.Thread(target=lambda: result.append(call()), daemon=True)
-    started = time.monotonic()
-    worker.start()
-    worker.join(seconds)
-    assert not worker.is_alive(), f"still reading after {time.monotonic() - started:.0f} s"
-    return result[0]
-
-
 def test_a_dripping_flink_rest_api_is_not_known_to_run(dripping_url):
-    assert _within(20, lambda: FlinkRest(dripping_url, timeout_s=0.5).job_status()) is None
+    assert within(20, lambda: FlinkRest(dripping_url, timeout_s=0.5).job_status()) is None
 
 
 def test_a_dripping_prometheus_times_out(dripping_url):
@@ -62,7 +53,7 @@ def test_a_dripping_prometheus_times_out(dripping_url):
             return str(error)
         return "answered"
 
-    assert "the answer took over 1.5 s" in _within(20, query)
+    assert "the answer took over 1.5 s" in within(20, query)
 
 
 def test_a_dripping_kubernetes_api_server_times_out(dripping_url, tmp_path):
@@ -83,4 +74,62 @@ def test_a_dripping_kubernetes_api_server_times_out(dripping_url, tmp_path):
             return str(error)
         return "answered"
 
-    assert "the answer took over 1.5 s" in _within(20, read)
+    assert "the answer took over 1.5 s" in within(20, read)
+
+
+def _answer(body: bytes, encoding: str):
+    def answer(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Encoding", encoding)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    return answer
+
+
+def test_a_gzip_answer_of_empty_blocks_times_out():
+    """Empty stored deflate blocks decode to nothing: a read that decoded as it went waited for output
+    past every deadline (urllib3's `read1` reads on until it has some)."""
+
+    def drip(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Encoding", "gzip")
+        handler.end_headers()  # no length: the answer ends when the connection does
+        try:
+            handler.wfile.write(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff")  # a gzip header
+            while not stopped.is_set():
+                handler.wfile.write(b"\x00\x00\x00\xff\xff")  # an empty stored block
+                handler.wfile.flush()
+                stopped.wait(0.05)
+        except OSError:
+            pass
+
+    stopped = threading.Event()
+    with raw_server(drip) as url:
+        assert within(20, lambda: FlinkRest(url, timeout_s=0.5).job_status()) is None
+        stopped.set()
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "deflate-raw"])
+def test_a_compressed_answer_is_read_whole(encoding):
+    body = b'{"status": "success", "data": {"resultType": "vector", "result": []}}'
+    wire = {
+        "gzip": lambda: gzip.compress(body),
+        "deflate": lambda: zlib.compress(body),
+        "deflate-raw": lambda: zlib.compress(body, wbits=-15),
+    }[encoding]()
+    with raw_server(_answer(wire, encoding.removesuffix("-raw"))) as url:
+        client = PrometheusClient(PrometheusConfig(url=url, timeout_s=2, retries=0))
+        assert client.instant("up", time.time()) == []
+
+
+def test_a_compressed_answer_over_the_size_cap_is_refused(monkeypatch):
+    monkeypatch.setattr("backends.bounded_http.MAX_ANSWER_BYTES", 1000)
+    with (
+        raw_server(_answer(gzip.compress(b" " * 5000), "gzip")) as url,
+        pytest.raises(requests.ConnectionError, match="exceeds 1000 bytes"),
+    ):
+        PrometheusClient(PrometheusConfig(url=url, timeout_s=2, retries=0)).instant("up", time.time())

@@ -20,7 +20,7 @@ from daemon.build import knowledge_settings, make_loop
 from mape import plausibility
 from mape.knowledge_store import KnowledgeStore
 from tests.backends.backfilled import backfilled_prometheus
-from tests.backends.fake_http import FakeServer, self_signed_cert
+from tests.backends.fake_http import FakeServer, raw_server, self_signed_cert, within
 
 STEP = 5
 T_END = (math.floor(time.time()) // 60) * 60 - 120  # two minutes ago, a multiple of the step
@@ -92,6 +92,12 @@ def test_every_signal_is_read_onto_the_window_grid(prometheus):
     np.testing.assert_allclose(a.throughput_rps, 100 + (grid - T0) / STEP)
     assert (observation.backlog_records, observation.parallelism, observation.restarts) == (500, 2, 3)
     assert observation.uptime_s == pytest.approx(600)
+
+
+def test_a_step_of_a_fraction_of_a_second_is_a_valid_range_query(prometheus):
+    observation = PrometheusMetricsSource(_config(prometheus.url, step_s=2.5)).observe(T_END, 60)
+    assert observation.problems == ()
+    assert len(observation.input_timestamps_s) == 24 and np.isfinite(observation.input_rate_rps).all()
 
 
 def test_the_latency_is_the_slowest_series_on_the_grid_and_optional(prometheus):
@@ -199,7 +205,11 @@ def test_impossible_values_are_problems_not_data(prometheus):
     text = " | ".join(observation.problems)
     assert "backlog: unexpected answer: expected one series, got 2" in text
     assert "uptime: negative (-5.0)" in text
-    assert "parallelism: not a positive whole number" in text
+    assert "parallelism: not a whole number in 1..32768 (0.62)" in text
+    huge = PrometheusMetricsSource(_config(prometheus.url, query_parallelism="test_parallelism * 1e20"))
+    observation = huge.observe(T_END, 60)  # kept, it was saved as the last target: a 21-digit scale-out
+    assert observation.parallelism is None
+    assert "parallelism: not a whole number in 1..32768 (2e+20)" in " | ".join(observation.problems)
 
 
 # ---- a server that misbehaves --------------------------------------------------------------------
@@ -229,6 +239,32 @@ def test_garbage_or_error_answers_give_a_partial_observation_never_an_exception(
     assert (
         observation.workers == () and observation.backlog_records is None and observation.parallelism is None
     )
+    assert np.isnan(observation.input_rate_rps).all()
+
+
+def test_a_throttling_server_is_not_waited_for_and_asked_no_more():
+    """urllib3 slept on a 429's Retry-After whole (up to 6 h, deaf to SIGTERM), once per query."""
+
+    def throttled(handler) -> None:
+        body = b'{"status":"error","errorType":"unavailable","error":"too many requests"}'
+        handler.send_response(429)
+        handler.send_header("Retry-After", "3600")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    with raw_server(throttled) as url:
+        observation = within(30, lambda: PrometheusMetricsSource(_config(url, retries=1)).observe(T_END, 60))
+    assert "429" in observation.problems[0]
+    assert all("not queried (Prometheus throttles this client (429))" in p for p in observation.problems[1:8])
+
+
+def test_an_input_rate_of_several_series_is_refused_not_added(prometheus):
+    """A series answered twice (two HA replicas told apart by a label) doubled the input rate."""
+    observation = PrometheusMetricsSource(_config(prometheus.url, query_input_rate="test_cpu")).observe(
+        T_END, 60
+    )
+    assert any("input_rate: unexpected answer: expected one series, got 2" in p for p in observation.problems)
     assert np.isnan(observation.input_rate_rps).all()
 
 

@@ -300,6 +300,40 @@ def test_a_lying_flink_rest_api_gives_a_reason_not_a_graph(answers, reason):
         server.close()
 
 
+@pytest.mark.parametrize("parallelism", [2.7, 0, True, "3", 10**9])
+def test_a_lying_parallelism_leaves_the_job_status_unknown(parallelism):
+    """2.7 read as 2, so a rescale to 2 passed for done on a lying answer."""
+    server = _flink_rest(_with_detail(vertices=[_vertex(parallelism, 128)]))
+    try:
+        assert FlinkRest(server.url).job_status() is None
+    finally:
+        server.close()
+
+
+def test_a_long_graph_is_ordered_with_ties_in_the_apis_order():
+    """Two chains listed interleaved and backwards: each runs forward, and of the vertices ready at once
+    the one the API lists first comes first (the search was cubic: 16 s for a chain of 2,000)."""
+    ids = [f"v{i:04d}" for i in range(2000)]
+    listed = ids[::-1]
+    detail = {
+        "vertices": [{"id": v, "name": v, "parallelism": 1, "maxParallelism": 128} for v in listed],
+        "plan": {
+            "nodes": [
+                {"id": v, "inputs": [{"id": ids[i - 2], "ship_strategy": "FORWARD"}] if i >= 2 else []}
+                for v, i in ((v, ids.index(v)) for v in listed)
+            ]
+        },
+    }
+    server = _flink_rest(RECORDED | {f"/jobs/{JOB_ID}": detail})
+    try:
+        graph = FlinkRest(server.url).job_graph()
+    finally:
+        server.close()
+    assert [v.vertex_id for v in graph.vertices][:3] == ["v0001", "v0003", "v0005"]  # v0000 waits
+    position = {v.vertex_id: i for i, v in enumerate(graph.vertices)}
+    assert all(position[e.source_id] < position[e.target_id] for e in graph.edges)
+
+
 @pytest.mark.parametrize(
     ("settings", "url"),
     [

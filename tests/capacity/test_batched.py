@@ -59,9 +59,25 @@ def test_valid_windows_equal_one_worker_at_a_time() -> None:
         )
         for i in range(200)
     )
-    batched = valid_windows(workers, 40.0, 60.0, 10.0)  # the warm-up cuts the first samples
-    single = [w for w in (_valid_window(worker, 60.0 - 40.0 + 10.0) for worker in workers) if w]
+    batched = valid_windows(workers, 40.0, 60.0, 10.0, 0.8)  # the warm-up cuts the first samples
+    single = [w for w in (_valid_window(worker, 60.0 - 40.0 + 10.0, 0.8) for worker in workers) if w]
     assert batched == single and len(single) > 150
+
+
+def test_a_cpu_sample_above_the_bound_is_a_gap_not_a_point_of_the_line() -> None:
+    """One bogus scrape (15 cores on a 1-core worker) in a window whose median is fine was learned into
+    the worker's line: its capacity read 15% low for the windows after."""
+    cpu, tput = 0.1 + 0.0002 * np.arange(12.0) * 300, np.arange(12.0) * 300
+    spiked = cpu.copy()
+    spiked[4] = 15.0
+    clean = valid_windows((WorkerSeries("tm-0", T, cpu, tput),), None, 60.0, 0.0, 2.0)
+    for series in (
+        WorkerSeries("tm-0", T, spiked, tput),
+        WorkerSeries("tm-0", T[:-1], spiked[:-1], tput[:-1]),
+    ):
+        (window,) = valid_windows((series, WorkerSeries("tm-1", T, cpu, tput)), None, 60.0, 0.0, 2.0)[:1]
+        assert window.cpu_mean < 1.0 and window.stats.n == len(series.timestamps_s) - 1
+        assert window.stats.slope == pytest.approx(clean[0].stats.slope)
 
 
 def test_lines_at_equal_worker_line_at() -> None:

@@ -176,3 +176,16 @@ def test_a_rule_across_sections_names_its_field_and_a_mapping_says_it_is_one(tmp
     groups.write_text("scaling: {slot_sharing_groups: abc}\n")
     assert main(["check-config", "--no-connect", str(groups)]) == 2
     assert "(allowed: a mapping of str → str)" in capsys.readouterr().err
+
+
+def test_every_broken_rule_across_sections_is_named_at_once(tmp_path: Path, capsys):
+    config = tmp_path / "three.yaml"
+    config.write_text(
+        "scaling: {max_scaleout: 200, granularity: vertex, slots_per_taskmanager: 2}\ncapacity: {model: job}\n"
+    )
+    assert main(["check-config", "--no-connect", str(config)]) == 2
+    problems = [line for line in capsys.readouterr().err.splitlines() if line.startswith("  - ")]
+    assert len(problems) == 3, problems
+    assert "max_scaleout (200)" in problems[0]
+    assert "set capacity.model: dag" in problems[1]
+    assert "one slot (one core) per TaskManager" in problems[2]

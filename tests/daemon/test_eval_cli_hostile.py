@@ -253,6 +253,21 @@ def test_the_progress_total_counts_the_scheduled_iterations(end_s, iterations):
     assert RunProgress(io.StringIO(), 0.0, float(end_s), 60.0).total == iterations
 
 
+def test_the_summary_starts_from_the_scale_out_the_run_began_at():
+    """The first iteration of a seeded run may rescale at once: its workers line said '7 → 7 (min 7, max
+    7)' above an average of 7.83 when the run began at 12."""
+    from mape.loop import IterationResult
+    from messages.types import Decision
+
+    progress = RunProgress(io.StringIO(), 0.0, 180.0, 60.0)
+    progress.record(
+        IterationResult(60.0, decision=Decision(60.0, 12, 7, "long-lived", ()), executed=True), surge=True
+    )
+    progress.record(IterationResult(120.0, decision=Decision(120.0, 7, 7, "only-if-necessary", ())))
+    summary = progress.summary({}, "k.sqlite", "stdout", "builtin:sine")
+    assert "workers      12 → 7 (min 7, max 12)" in summary
+
+
 # ---------------------------------------------------------------------------------- 10: audit log on an input
 def test_an_audit_log_on_the_trace_or_the_config_is_refused_and_both_are_kept(tmp_path, capsys):
     workload = trace(tmp_path / "trace.csv", 300)
