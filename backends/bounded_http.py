@@ -48,7 +48,13 @@ class BoundedSession(requests.Session):
                 too_slow=requests.Timeout,
                 too_large=requests.ConnectionError,
             )
-            body = _decoded(wire, response.headers.get("Content-Encoding", ""), url)
+            body = _decoded(
+                wire,
+                response.headers.get("Content-Encoding", ""),
+                url,
+                too_large=requests.ConnectionError,
+                undecodable=requests.exceptions.ContentDecodingError,
+            )
         except urllib3.exceptions.HTTPError as error:  # what `requests` would have wrapped reading it
             raise _as_requests_error(error, url) from error
         finally:
@@ -71,12 +77,19 @@ class BoundedPoolManager:
         if read_s is None:
             return response
         try:
-            body = _read_whole(
-                response.read1,
+            wire = _read_whole(
+                lambda size: response.read1(size, decode_content=False),
                 url,
                 ANSWER_DEADLINE_READS * read_s,
                 too_slow=urllib3.exceptions.TimeoutError,
                 too_large=urllib3.exceptions.ProtocolError,
+            )
+            body = _decoded(
+                wire,
+                response.headers.get("Content-Encoding", ""),
+                url,
+                too_large=urllib3.exceptions.ProtocolError,
+                undecodable=urllib3.exceptions.DecodeError,
             )
         except BaseException:
             response.release_conn()
@@ -108,22 +121,24 @@ def _read_whole(
     return bytes(body)
 
 
-def _decoded(wire: bytes, encoding: str, url: str) -> bytes:
+def _decoded(
+    wire: bytes, encoding: str, url: str, too_large: type[Exception], undecodable: type[Exception]
+) -> bytes:
     """The body under its Content-Encoding (none, gzip or deflate), at most `MAX_ANSWER_BYTES` of it."""
     encoding = encoding.strip().lower()
     if encoding in ("", "identity"):
         return wire
     if encoding not in ("gzip", "x-gzip", "deflate"):
-        raise requests.exceptions.ContentDecodingError(f"{url}: an answer in {encoding!r}, not asked for")
+        raise undecodable(f"{url}: an answer in {encoding!r}, not asked for")
     zlib_wrapped = len(wire) >= 2 and wire[0] & 0x0F == 8 and (wire[0] << 8 | wire[1]) % 31 == 0
     wbits = 31 if encoding != "deflate" else 15 if zlib_wrapped else -15  # deflate: zlib data, or bare
     decompressor = zlib.decompressobj(wbits)
     try:
         body = decompressor.decompress(wire, MAX_ANSWER_BYTES + 1)
     except zlib.error as error:
-        raise requests.exceptions.ContentDecodingError(f"{url}: a damaged {encoding} answer") from error
+        raise undecodable(f"{url}: a damaged {encoding} answer") from error
     if len(body) > MAX_ANSWER_BYTES or decompressor.unconsumed_tail:
-        raise requests.ConnectionError(f"{url}: the answer exceeds {MAX_ANSWER_BYTES} bytes")
+        raise too_large(f"{url}: the answer exceeds {MAX_ANSWER_BYTES} bytes")
     return body
 
 

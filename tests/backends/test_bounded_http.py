@@ -56,16 +56,19 @@ def test_a_dripping_prometheus_times_out(dripping_url):
     assert "the answer took over 1.5 s" in within(20, query)
 
 
-def test_a_dripping_kubernetes_api_server_times_out(dripping_url, tmp_path):
+def _api_at(url: str, tmp_path) -> object:
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(
         "apiVersion: v1\nkind: Config\ncurrent-context: drip\n"
-        f"clusters: [{{name: drip, cluster: {{server: '{dripping_url}'}}}}]\n"
+        f"clusters: [{{name: drip, cluster: {{server: '{url}'}}}}]\n"
         "users: [{name: drip, user: {token: t}}]\n"
         "contexts: [{name: drip, context: {cluster: drip, user: drip}}]\n"
     )
-    api = api_client(KubernetesConfig(kubeconfig=str(kubeconfig), namespace="flink", name="tm"))
-    deployment = DeploymentScale(api, "flink", "tm", timeout_s=0.5)
+    return api_client(KubernetesConfig(kubeconfig=str(kubeconfig), namespace="flink", name="tm"))
+
+
+def test_a_dripping_kubernetes_api_server_times_out(dripping_url, tmp_path):
+    deployment = DeploymentScale(_api_at(dripping_url, tmp_path), "flink", "tm", timeout_s=0.5)
 
     def read() -> str:
         try:
@@ -89,7 +92,8 @@ def _answer(body: bytes, encoding: str):
     return answer
 
 
-def test_a_gzip_answer_of_empty_blocks_times_out():
+@pytest.fixture
+def gzip_dripping_url():
     """Empty stored deflate blocks decode to nothing: a read that decoded as it went waited for output
     past every deadline (urllib3's `read1` reads on until it has some)."""
 
@@ -109,8 +113,25 @@ def test_a_gzip_answer_of_empty_blocks_times_out():
 
     stopped = threading.Event()
     with raw_server(drip) as url:
-        assert within(20, lambda: FlinkRest(url, timeout_s=0.5).job_status()) is None
+        yield url
         stopped.set()
+
+
+def test_a_gzip_answer_of_empty_blocks_times_out(gzip_dripping_url):
+    assert within(20, lambda: FlinkRest(gzip_dripping_url, timeout_s=0.5).job_status()) is None
+
+
+def test_a_gzip_answer_of_empty_blocks_from_the_api_server_times_out(gzip_dripping_url, tmp_path):
+    deployment = DeploymentScale(_api_at(gzip_dripping_url, tmp_path), "flink", "tm", timeout_s=0.5)
+
+    def read() -> str:
+        try:
+            deployment.desired()
+        except urllib3.exceptions.TimeoutError as error:
+            return str(error)
+        return "answered"
+
+    assert "the answer took over 1.5 s" in within(20, read)
 
 
 @pytest.mark.parametrize("encoding", ["gzip", "deflate", "deflate-raw"])
