@@ -50,6 +50,7 @@ class FakeJobManager:
     def reply(self, handler) -> tuple[int, bytes]:
         path = handler.path
         if handler.command == "PUT":
+            self.put_at_s = time.time()  # when the PUT arrived: what a restart is timed from
             status, body = self.put_status
             if status == 200:
                 self.requirements = {
@@ -117,7 +118,6 @@ def test_a_scale_up_raises_the_replicas_first_and_puts_once_the_new_taskmanager_
     assert kube.replicas(NS, NAME) == 2 and flink.puts() == []  # the TaskManager is not up yet
     assert target.execution.advance() is None and flink.puts() == []
     flink.taskmanagers["flink-taskmanager-1"] = 0  # registered (resource id = pod name)
-    flink.put_at_s = time.time()
     assert target.execution.advance() is None
     assert flink.puts() == [
         {
@@ -144,7 +144,6 @@ def _two_pods(kube: KubeEmulator, names: tuple[str, str], running: dict[str, int
 
 def test_a_scale_down_removes_only_the_pod_whose_taskmanager_holds_no_task(kube):
     flink, target = _two_pods(kube, ("tm-busy", "tm-free"), {A: 1, B: 2}, (4, 1))
-    flink.put_at_s = time.time()
     target.scale_vertices({A: 1, B: 1}, 1, now_s=0.0)
     assert len(flink.puts()) == 1 and kube.replicas(NS, NAME) == 2  # PUT at once; no pod removed yet
     assert target.execution.advance() is None and kube.replicas(NS, NAME) == 2
@@ -264,7 +263,7 @@ def test_a_flinkdeployment_gets_the_overrides_for_the_operator_to_rescale_in_pla
     resource, configuration = _flinkdeployment(kube)
     flink = FakeJobManager({A: 1, B: 1}, {})
     target = KubernetesVertexTarget(resource, flink.rest, 2, 0.001)
-    flink.put_at_s = time.time()
+    flink.put_at_s = time.time()  # the operator PUTs as the patch lands: no PUT reaches this fake
     target.scale_vertices({A: 1, B: 3}, 3, now_s=0.0)
     assert configuration() == {
         "jobmanager.scheduler": "adaptive",

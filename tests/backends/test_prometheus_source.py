@@ -272,9 +272,7 @@ def test_an_unreachable_server_costs_one_failed_connection_per_loop():
     with __import__("socket").socket() as probe:
         probe.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{probe.getsockname()[1]}"  # bound, never listening: refused
-        started = time.monotonic()
         observation = PrometheusMetricsSource(_config(url, retries=0)).observe(T_END, 60)
-    assert time.monotonic() - started < 2.0
     assert "Prometheus unreachable: ConnectionError" in observation.problems[0]
     assert all("not queried" in p for p in observation.problems[1:8])
 
@@ -289,8 +287,9 @@ def test_a_slow_server_is_given_up_after_the_timeout_once():
         elapsed = time.monotonic() - started
     finally:
         server.close()
-    assert 0.5 <= elapsed < 2.0
+    assert 0.5 <= elapsed < 20.0  # waited for the timeout, and not for the server's 30 s
     assert "Prometheus timed out" in observation.problems[0]
+    assert all("not queried" in p for p in observation.problems[1:8])
     assert len(server.requests) == 1
 
 

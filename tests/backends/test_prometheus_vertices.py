@@ -221,13 +221,12 @@ def test_a_flink_rest_api_that_is_down_leaves_no_view_and_says_so_then_recovers(
         down = f"http://127.0.0.1:{probe.getsockname()[1]}"  # bound, never listening: refused
         source = _source(prometheus.url, down)
         with structlog.testing.capture_logs() as logs:
-            started = time.monotonic()
             observation = source.observe(T_END, 60)
-            elapsed = time.monotonic() - started
     assert observation.job_graph is None and observation.subtasks == ()
     assert observation.problems == _source(prometheus.url, None).observe(T_END, 60).problems
-    assert elapsed < 2.0  # a refused connection costs no timeout
-    assert "Flink REST API" in logs[0]["reason"] and "ConnectionError" in logs[0]["reason"]
+    missing = [entry for entry in logs if entry["event"] == "per-vertex-metrics-missing"]
+    assert len(missing) == 1  # one refused connection, said once
+    assert "Flink REST API" in missing[0]["reason"] and "ConnectionError" in missing[0]["reason"]
     server = _flink_rest(RECORDED)
     try:
         source.rest = FlinkRest(server.url)

@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from capacity.dag import DagModel
+from capacity.dag import DagModel, _split_of
 from capacity.model import CapacityModel, _valid_window, line_key, valid_windows
 from capacity.regression import RegressionStats
 from capacity.rows import RowGroups
@@ -145,17 +145,36 @@ def test_capacity_curve_equals_vertex_capacity_at_every_parallelism(parallelism:
         for ratio in (ratios[vertex.vertex_id], math.nan, 0.0, 2.5):
             capacities, kinds = model.capacity_curve(graph, vertex.vertex_id, ratio, 32)
             for p in range(1, 33):
+                model._curves.clear()  # recomputed for 1..p alone, not read from the curve to 32
                 capacity, kind = model.vertex_capacity_rps(graph, vertex.vertex_id, p, ratio)
                 assert (capacities[p - 1], kinds[p - 1]) == (capacity, kind)
+                expected = _capacity_at(model, graph, vertex.vertex_id, p, ratio)
+                assert capacity == pytest.approx(expected, rel=1e-12) or capacity == expected == math.inf
         for source_rps in (500.0, 4000.0, 40000.0):
             assert model.needed_parallelism(graph, vertex.vertex_id, source_rps, 32) == _needed(
                 model, graph, vertex.vertex_id, ratios[vertex.vertex_id], source_rps
             )
 
 
+def _capacity_at(model: DagModel, graph: JobGraph, vertex_id: str, parallelism: int, ratio: float) -> float:
+    """The scalar reference: the hottest subtask's limit at this parallelism alone, rate / (ratio × share)
+    over the subtasks that get input and whose rate is known (inf where none binds)."""
+    if math.isnan(ratio) or ratio <= 0 or model._extrapolation(graph, vertex_id).rates(1)[1] == "unknown":
+        return math.inf
+    rates, _ = model._extrapolation(graph, vertex_id).rates(parallelism)
+    shares = model._share_row(vertex_id, _split_of(graph, vertex_id), parallelism)
+    limits = [
+        rate / (ratio * share)
+        for rate, share in zip(rates.tolist(), shares.tolist(), strict=True)
+        if share > 0 and math.isfinite(rate)
+    ]
+    return min(limits, default=math.inf)
+
+
 def _needed(model: DagModel, graph: JobGraph, vertex_id: str, ratio: float, source_rps: float) -> int | None:
     """needed_parallelism one parallelism at a time."""
     for p in range(1, 33):
+        model._curves.clear()
         capacity, kind = model.vertex_capacity_rps(graph, vertex_id, p, ratio)
         if kind == "unknown":
             return None
