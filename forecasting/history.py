@@ -96,14 +96,27 @@ def export_history(
             raise ExportError(
                 f"the query returns {len(result)} series: aggregate it, or name jobs by --job-label"
             )
-        for series in result:
-            frames.append(_series_frame(series, job, job_label))
+        chunk = [_series_frame(series, job, job_label) for series in result]
+        _check_one_series_per_job(chunk, job_label)
+        frames.extend(chunk)
     if not frames:
         return pd.DataFrame({"job": pd.Series(dtype=str), "timestamp": pd.Series(dtype=float), "rate": []})
     frame = pd.concat(frames, ignore_index=True)
     return frame.drop_duplicates(["job", "timestamp"], keep="last").sort_values(
         ["job", "timestamp"], ignore_index=True
     )
+
+
+def _check_one_series_per_job(frames: list[pd.DataFrame], job_label: str | None) -> None:
+    """Several series naming one job (per subtask, per instance) are parts of its rate or copies of it:
+    which, only the query can say, so it must aggregate them (keeping one would store a part as the whole)."""
+    names = [str(frame["job"].iloc[0]) for frame in frames if len(frame)]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ExportError(
+            f"the query returns {names.count(repeated[0])} series with {job_label}={repeated[0]!r}: "
+            f"aggregate them, e.g. sum by ({job_label}) (…)"
+        )
 
 
 def _series_frame(series: object, job: str | None, job_label: str | None) -> pd.DataFrame:
@@ -229,6 +242,25 @@ def history_input_problem(
     return None if rows else f"--history: {path} holds no rows"
 
 
+def csv_header_problem(path: str | Path) -> str | None:
+    """Why the CSV files of `path` cannot be read as one table (None when they can): Spark takes the first
+    file's header as the schema and fails on a file whose header names the columns in another order."""
+    path = Path(path)
+    files = sorted(path.rglob("*.csv")) if path.is_dir() else [path]
+    headers = {}
+    for csv_file in files:
+        with csv_file.open(encoding="utf-8-sig", errors="replace", newline="") as handle:
+            headers[csv_file] = [name.strip().lower() for name in next(csv.reader(handle), [])]
+    first = next(iter(headers), None)
+    for csv_file, header in headers.items():
+        if header != headers[first]:
+            return (
+                f"{csv_file}:1: header {','.join(header)} differs from {first.name}'s "
+                f"{','.join(headers[first])}: write every file with the same columns in the same order"
+            )
+    return None
+
+
 def _epoch_s(text: str) -> float:
     text = text.strip()
     try:
@@ -248,6 +280,12 @@ def _parquet_problem(path: Path, max_rows: int, max_span_s: float) -> str | None
         missing = [c for c in ("job", "timestamp", "rate") if c not in names]
         if missing:
             return f"{path}: missing column(s) {', '.join(missing)} (need job, timestamp, rate)"
+        stamp = dataset.schema.field("timestamp").type
+        if pa.types.is_timestamp(stamp) and stamp.unit == "ns":  # Spark stops with a page of JVM trace
+            return (
+                f"{path}: timestamp is in nanoseconds (pandas' default), which Spark does not read: write "
+                "it with to_parquet(..., coerce_timestamps='us') or as epoch seconds"
+            )
         rows = dataset.count_rows()
     except (OSError, pa.ArrowException) as error:
         return f"{path}: not a readable Parquet history: {str(error).splitlines()[0]}"

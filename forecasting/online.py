@@ -85,6 +85,9 @@ class ModelSource(Protocol):
         """What tells that version's content apart (a version number is reused once its version is
         deleted); cheap, never raises."""
 
+    def older_version(self, version: str) -> str | None:
+        """The newest version before `version` (None: none); cheap, on the loop's thread."""
+
     def prepare(self, version: str, values: np.ndarray, times_s: np.ndarray, max_buckets: int) -> FittedModel:
         """Load that version and join it to the retained buckets; runs on the executor."""
 
@@ -132,6 +135,9 @@ class WorkloadForecaster:
         self._rejected: tuple[str, str, float] | None = None
         """The registry version last refused (version, fingerprint, when): not retried before
         REJECTED_RETRY_S unless its content changes."""
+        self._refused: dict[str, tuple[str, float]] = {}
+        """Every version refused since the start (version → fingerprint, when): meanwhile the newest
+        version before them runs."""
         self._next_poll_s = -np.inf
         self._peak_errors = PeakErrors(
             settings.horizon_steps,
@@ -440,7 +446,7 @@ class WorkloadForecaster:
             model = pending.future.result()
         except Exception as exc:
             if pending.version is not None:  # a damaged or unsuitable registry model: keep what runs
-                self._rejected = (pending.version, pending.fingerprint, now_s)
+                self._reject(pending, now_s)
                 _emit("error", "forecast_registry_model_rejected", version=pending.version, error=repr(exc))
                 return False
             _emit("error", "forecast_fit_failed", kind=pending.kind, error=repr(exc))
@@ -456,7 +462,7 @@ class WorkloadForecaster:
                 "error", "forecast_model_refused", kind=pending.kind, version=pending.version, error=repr(exc)
             )
             if pending.version is not None:
-                self._rejected = (pending.version, pending.fingerprint, now_s)
+                self._reject(pending, now_s)
             else:
                 self._back_off(f"{pending.kind} fit unusable: {exc!r}")
             return False
@@ -513,19 +519,11 @@ class WorkloadForecaster:
             return False
         self._next_poll_s = now_s + source.poll_interval_s
         try:
-            version = source.newest_version()
-            fingerprint = "" if version is None else source.fingerprint(version)
+            version, fingerprint = self._wanted_version(source, now_s)
         except Exception as exc:
             _emit("warning", "forecast_registry_unreadable", error=repr(exc))
             return False
         if version is None or (version, fingerprint) == (self._model_version, self._model_fingerprint):
-            return False
-        rejected = self._rejected
-        if (
-            rejected is not None
-            and rejected[:2] == (version, fingerprint)
-            and 0 <= now_s - rejected[2] < REJECTED_RETRY_S  # a clock stepped back retries it
-        ):
             return False
         grid = self._grid
         values, times_s = grid.values.copy(), grid.centres_s(grid.first, grid.end)
@@ -537,6 +535,33 @@ class WorkloadForecaster:
         self._pending = _PendingFit(future, "registry", now_s, grid.end, grid.epoch, version, fingerprint)
         _emit("info", "forecast_registry_model_found", version=version, now_s=now_s)
         return self._take_finished_fit(now_s)
+
+    def _wanted_version(self, source: ModelSource, now_s: float) -> tuple[str | None, str]:
+        """The newest version not refused within REJECTED_RETRY_S, or the one running (None: neither): a
+        newest version made for another resolution must not leave a fresh daemon without the older one."""
+        version = source.newest_version()
+        while version is not None:
+            fingerprint = source.fingerprint(version)
+            running = (version, fingerprint) == (self._model_version, self._model_fingerprint)
+            if running or not self._refused_recently(version, fingerprint, now_s):
+                return version, fingerprint
+            version = source.older_version(version)
+        return None, ""
+
+    def _refused_recently(self, version: str, fingerprint: str, now_s: float) -> bool:
+        refusals = dict(self._refused)
+        if self._rejected is not None:  # restored from the state
+            refusals.setdefault(self._rejected[0], self._rejected[1:])
+        refused = refusals.get(version)
+        # a changed content is tried at once, and a clock stepped back retries it
+        return (
+            refused is not None and refused[0] == fingerprint and 0 <= now_s - refused[1] < REJECTED_RETRY_S
+        )
+
+    def _reject(self, pending: _PendingFit, now_s: float) -> None:
+        self._rejected = (pending.version, pending.fingerprint, now_s)
+        self._refused[pending.version] = (pending.fingerprint, now_s)
+        self._next_poll_s = now_s  # the next iteration tries the version before it
 
     @property
     def model_version(self) -> str | None:

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import pickle
 import re
 import shutil
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
@@ -173,6 +175,12 @@ class RegistrySource:
         entry = self.registry.newest(self.job)
         return entry.name if entry else None
 
+    def older_version(self, version: str) -> str | None:
+        """The newest complete version before `version` (None: none)."""
+        number = int(_VERSION.match(version).group(1))
+        older = [entry for entry in self.registry.versions(self.job) if entry.version < number]
+        return older[-1].name if older else None
+
     def fingerprint(self, version: str) -> str:
         """The artifact's SHA-256 from the version's metadata ("" when unreadable): a number is reused
         when its version was deleted, and a version still being copied in reads differently later."""
@@ -185,6 +193,9 @@ class RegistrySource:
 
     def load(self, version: str) -> FittedModel:
         """That version's model; ValueError when it is damaged or made for another resolution."""
+        return self._load(version)[0]
+
+    def _load(self, version: str) -> tuple[FittedModel, dict[str, Any]]:
         match = _VERSION.match(version)
         if not match:
             raise ValueError(f"not a version name: {version!r}")
@@ -194,12 +205,12 @@ class RegistrySource:
         if isinstance(trained_s, bool) or not isinstance(trained_s, int | float) or not trained_s > 0:
             raise ValueError(f"{self.job} {version}: resolution_s {trained_s!r} is not a step in seconds")
         if abs(trained_s - self.resolution_s) <= 1e-9:
-            return model
+            return model, metadata
         if trained_s > self.resolution_s:  # a history coarser than the daemon's buckets (60 s exports)
             from forecasting.spark.models import resampled
 
             try:
-                return resampled(model, self.resolution_s)
+                return resampled(model, self.resolution_s), metadata
             except ValueError as error:
                 raise ValueError(f"{self.job} {version}: {error}: retrain with the daemon's config") from None
         raise ValueError(
@@ -208,7 +219,25 @@ class RegistrySource:
         )
 
     def prepare(self, version: str, values: np.ndarray, times_s: np.ndarray, max_buckets: int) -> FittedModel:
-        """Load that version and join it to the forecaster's retained buckets (runs on its executor)."""
+        """Load that version and join it to the forecaster's retained buckets (runs on its executor).
+        ValueError for a model whose history ends after the newest bucket: timestamps in local time read
+        as UTC, whose Holt-Winters state would drop every bucket of the daemon as late."""
         from forecasting.spark.models import install
 
-        return install(self.load(version), values, times_s, max_buckets)
+        model, metadata = self._load(version)
+        ends_s = _training_end_s(metadata)
+        newest_s = float(times_s[-1]) + self.resolution_s / 2 if len(times_s) else math.inf
+        if ends_s is not None and ends_s > newest_s + metadata["resolution_s"]:
+            raise ValueError(
+                f"{self.job} {version}: its history ends at {metadata['training_range']['end']}, "
+                f"{ends_s - newest_s:.0f} s after the forecaster's newest data: history timestamps not in UTC?"
+            )
+        return install(model, values, times_s, max_buckets)
+
+
+def _training_end_s(metadata: dict[str, Any]) -> float | None:
+    """The training history's last timestamp (None when the metadata does not say)."""
+    try:
+        return datetime.fromisoformat(metadata["training_range"]["end"]).timestamp()
+    except (KeyError, TypeError, ValueError):
+        return None

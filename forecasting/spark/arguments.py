@@ -20,3 +20,9 @@ def add_retrain_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backtest-s", type=float, default=None)
     parser.add_argument("--select-window-s", type=float, default=None)
     parser.add_argument("--min-history-s", type=float, default=None)
+    parser.add_argument(
+        "--executor-wait-s",
+        type=float,
+        default=None,
+        help="give up when a cluster starts no executor within this long (default: 300)",
+    )

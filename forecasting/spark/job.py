@@ -18,6 +18,7 @@ from forecasting.blas import limit_blas_threads  # first: one BLAS thread for ev
 
 # isort: split
 import argparse
+import contextlib
 import datetime as dt
 import json
 import math
@@ -28,14 +29,16 @@ import resource
 import socket
 import sys
 import tempfile
+import threading
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pandas as pd
 
-from forecasting.history import history_input_problem
+from forecasting.history import csv_header_problem, history_input_problem
 from forecasting.registry import ModelRegistry, serialize
 from forecasting.spark.seasonal_profile import DAY_S
 from forecasting.spark.train import RetrainSettings, train_job
@@ -44,6 +47,9 @@ RESULT_SCHEMA = "job string, status string, reason string, metadata string, arti
 LIBRARIES = ("numpy", "pandas", "scipy", "sklearn", "statsmodels", "pmdarima", "pyarrow", "pyspark")
 LOCAL_MASTER = re.compile(r"local(\[(\*|[1-9]\d*)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]")
 """The local masters Spark parses (local, local[4], local[*,2], local-cluster[2,1,1024])."""
+EXECUTOR_WAIT_S = 300.0
+"""How long a cluster may take to give the job its first executor: a master without free workers (or
+with none that has the cores and memory asked for) would otherwise leave the job waiting for ever."""
 
 
 def spark_session(master: str | None = None, app_name: str = "foresail-retrain") -> Any:
@@ -51,7 +57,7 @@ def spark_session(master: str | None = None, app_name: str = "foresail-retrain")
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
-    if master is None or master.startswith("local"):
+    if master is not None and master.startswith("local"):  # spark-submit's (None): its own settings
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         # the Python workers run this interpreter: the one with pandas and pmdarima, activated or not
         # (PySpark would start `python3` from the PATH otherwise; it reads the variable, not the conf)
@@ -81,8 +87,11 @@ def read_history(spark: Any, path: str, fmt: str = "auto") -> Any:
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
+    # every column a string (a job named 007 stays 007; timestamp and rate are cast below), and every
+    # file's header must name the columns of the first one: Spark would otherwise map them by position
+    spark.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
     if _resolved_format(path, fmt) == "csv":
-        frame = spark.read.option("header", "true").option("inferSchema", "true").csv(path)
+        frame = spark.read.option("header", "true").option("enforceSchema", "false").csv(path)
     else:
         frame = spark.read.parquet(path)
     missing = {"job", "timestamp", "rate"} - set(frame.columns)
@@ -128,22 +137,33 @@ def retrain(
     settings: RetrainSettings,
     jobs: list[str] | None = None,
     fmt: str = "auto",
+    executor_wait_s: float = EXECUTOR_WAIT_S,
 ) -> list[dict[str, Any]]:
     """Train every job of `history` (or only `jobs`), publish the good models; one summary row per job.
-    A model that cannot be published fails its job only: the others are still published."""
-    from pyspark.sql import functions as F
-
+    A model that cannot be published fails its job only: the others are still published. NoExecutors
+    when a cluster gave the job no executor within `executor_wait_s`."""
     problem = registry_problem(registry)
     if problem:  # before the training, not after it
         raise ValueError(problem)
+    registry = registry.removeprefix("file://")
+    local = spark.sparkContext.master.startswith("local")
+    with tempfile.TemporaryDirectory(prefix="foresail-") as shipped, _executor_watch(spark, executor_wait_s):
+        if not local:
+            _ship_packages(spark, Path(shipped))
+        return _train_and_publish(spark, history, registry, settings, jobs, fmt)
+
+
+def _train_and_publish(
+    spark: Any, history: str, registry: str, settings: RetrainSettings, jobs: list[str] | None, fmt: str
+) -> list[dict[str, Any]]:
+    from pyspark.sql import functions as F
+
     frame = read_history(spark, history, fmt)
     if jobs:
         frame = frame.filter(F.col("job").isin(jobs))
     names = [row.job for row in frame.select("job").distinct().collect()]
     if not names:
         return []
-    if not spark.sparkContext.master.startswith("local"):
-        _ship_package(spark)
     # Range partitioning on the job key balances rows (~ fit cost) over the tasks and already satisfies
     # groupBy(job), so no second shuffle; an explicit count is kept as is by adaptive execution, which
     # would otherwise coalesce a small history into one task and train it on one core.
@@ -240,14 +260,55 @@ def _summary_row(job: str, status: str, reason: str, metadata: dict, version: st
     }
 
 
-def _ship_package(spark: Any) -> None:
-    """Send the `forecasting` package to the executors (a cluster's workers do not have this checkout)."""
-    package = Path(__file__).resolve().parents[1]
-    archive = Path(tempfile.mkdtemp(prefix="foresail-")) / "forecasting.zip"
+EXECUTOR_PACKAGES = ("forecasting", "messages")
+"""What the executors import (train.py and grid.py use messages.types); tests/spark checks the closure."""
+
+
+def _ship_packages(spark: Any, directory: Path) -> None:
+    """Send the executors' packages (a cluster's workers do not have this checkout); `directory` must
+    outlive the job: Spark serves the archive from there when an executor asks for it."""
+    root = Path(__file__).resolve().parents[2]
+    archive = directory / "foresail.zip"
     with zipfile.ZipFile(archive, "w") as zipped:
-        for file in package.rglob("*.py"):
-            zipped.write(file, file.relative_to(package.parent))
+        for package in EXECUTOR_PACKAGES:
+            for file in (root / package).rglob("*.py"):
+                zipped.write(file, file.relative_to(root))
     spark.sparkContext.addPyFile(str(archive))
+
+
+class NoExecutors(RuntimeError):
+    """The cluster gave the job no executor in time."""
+
+
+@contextlib.contextmanager
+def _executor_watch(spark: Any, wait_s: float) -> Iterator[None]:
+    """Cancel the job's Spark work when no executor registered within `wait_s` (not on a local master,
+    whose driver runs the tasks), and raise NoExecutors instead of Spark's cancellation error."""
+    context = spark.sparkContext
+    if context.master.startswith("local"):
+        yield
+        return
+    done, starved = threading.Event(), threading.Event()
+
+    def watch() -> None:  # the driver counts as one entry of the executors' memory status
+        if not done.wait(wait_s) and context._jsc.sc().getExecutorMemoryStatus().size() <= 1:
+            starved.set()
+            context.cancelAllJobs()
+
+    watcher = threading.Thread(target=watch, name="foresail-executor-watch", daemon=True)
+    watcher.start()
+    try:
+        yield
+    except Exception:
+        if starved.is_set():
+            raise NoExecutors(
+                f"no executor started within {wait_s:g} s at {context.master}: no worker alive, or none "
+                "with the cores and memory asked for (--executor-wait-s)"
+            ) from None
+        raise
+    finally:
+        done.set()
+        watcher.join()
 
 
 def settings_from_args(args: argparse.Namespace, base: RetrainSettings) -> RetrainSettings:
@@ -291,6 +352,7 @@ def run(args: argparse.Namespace, base: RetrainSettings) -> int:
     why); 2 when an option or the input is unusable (one line, before Spark starts when it can be told)."""
     try:
         settings = settings_from_args(args, base)
+        wait_s = _executor_wait_s(args)
     except ValueError as error:
         print(f"retrain: {error}", file=sys.stderr)
         return 2
@@ -298,19 +360,27 @@ def run(args: argparse.Namespace, base: RetrainSettings) -> int:
         _master_problem(args.master)
         or history_problem(args.history, args.format)
         or registry_problem(args.registry)
+        or _master_unreachable(args.master)
     )
     if problem:
         print(f"retrain: {problem}", file=sys.stderr)
         return 2
     try:
         spark = spark_session(args.master)
-    except Exception as error:  # unreachable master, Java missing: PySpark's error, then the JVM's
+    except Exception as error:  # Java missing: PySpark's error, then the JVM's
         print(f"retrain: cannot start Spark at --master {args.master}: {_first_line(error)}", file=sys.stderr)
         return 2
     jobs = [name.strip() for name in args.jobs.split(",")] if args.jobs else None
     try:
-        summary = retrain(spark, args.history, args.registry, settings, jobs, args.format)
+        summary = retrain(spark, args.history, args.registry, settings, jobs, args.format, wait_s)
+    except NoExecutors as error:
+        print(f"retrain: {error}", file=sys.stderr)
+        return 1
     except Exception as error:  # unreadable input: Spark's AnalysisException, our ValueError
+        failed = _executor_failure(error)
+        if failed:
+            print(f"retrain: an executor's Python failed: {failed}", file=sys.stderr)
+            return 1
         message = _first_line(error)
         named = message if message.startswith(args.history) else f"{args.history}: {message}"
         print(f"retrain: {named}", file=sys.stderr)
@@ -334,24 +404,70 @@ def _master_problem(master: str | None) -> str | None:
     return f"cannot start Spark at --master {master}: not a master URL (local[N], spark://HOST:PORT, k8s://…, yarn)"
 
 
+def _executor_wait_s(args: argparse.Namespace) -> float:
+    wait_s = getattr(args, "executor_wait_s", None)
+    if wait_s is None:
+        return EXECUTOR_WAIT_S
+    if not (math.isfinite(wait_s) and wait_s > 0):
+        raise ValueError(f"--executor-wait-s must be a number of seconds > 0, got {wait_s:g}")
+    return wait_s
+
+
+MASTER_CONNECT_S = 5.0
+"""How long `retrain` tries to reach a spark:// master before starting Spark (which retries for a minute
+and then blames the application)."""
+
+
+def _master_unreachable(master: str | None) -> str | None:
+    """Why a standalone master cannot be reached (None when one of its hosts answers, or not spark://)."""
+    if not master or not master.startswith("spark://"):
+        return None
+    errors = []
+    for address in master.removeprefix("spark://").split(","):  # a list of masters: high availability
+        try:
+            url = urlsplit(f"spark://{address}")
+            with socket.create_connection((url.hostname, url.port or 7077), MASTER_CONNECT_S):
+                return None
+        except (OSError, ValueError) as error:
+            errors.append(f"{address}: {getattr(error, 'strerror', None) or error}")
+    return f"cannot reach --master {master}: {'; '.join(errors)}"
+
+
+def _executor_failure(error: Exception) -> str | None:
+    """The last line of the Python traceback of an executor's failure (None for other errors): Spark's
+    message begins with the JVM's side, the cause (a module missing on the workers) ends it."""
+    from pyspark.errors import PythonException
+
+    if not isinstance(error, PythonException):
+        return None
+    lines = [line for line in str(error).strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else type(error).__name__
+
+
 def history_problem(history: str, fmt: str = "auto") -> str | None:
     """Why a local history cannot be read (None when it can), told before Spark fails on it with pages of
-    JVM trace. Remote paths are Spark's to read; a CSV's bad rows are dropped, not fatal, so a CSV is
-    only checked to exist (Spark's error for its header is one line)."""
+    JVM trace. Remote paths are Spark's to read; a CSV's bad rows are dropped, not fatal, so of a CSV
+    only the headers are checked (Spark's error for a missing column is one line)."""
     if "://" in history and not history.startswith("file://"):
         return None
     path = history.removeprefix("file://")
     if not os.path.exists(path):  # False for a name too long too
         return f"--history: no such file or directory: {path}"
     if _resolved_format(path, fmt) == "csv":
-        return None
+        return csv_header_problem(path)
     return history_input_problem(path, "parquet")
 
 
 def registry_problem(registry: str) -> str | None:
     """Why models cannot be published in `registry` (None when they can): it is created if absent and
-    written to once, so that a read-only or misnamed registry fails the run before hours of training."""
-    root = Path(registry)
+    written to once, so that a read-only or misnamed registry fails the run before hours of training.
+    Only the driver writes it, with plain file operations: a file:// URI is its path, other URIs fail."""
+    if "://" in registry and not registry.startswith("file://"):
+        return (
+            f"--registry {registry}: not a local path (the driver writes the registry as files: give a "
+            "directory the driver and the daemons share, e.g. a mounted volume)"
+        )
+    root = Path(registry.removeprefix("file://"))
     try:
         if root.exists() and not root.is_dir():
             return f"--registry {registry}: not a directory"

@@ -59,6 +59,12 @@ class RetrainSettings:
     """The last span of the history held out for the backtest (at most a quarter of the history)."""
     backtest_origins: int = 48
     min_history_s: float = 6 * 3600.0
+    """Observed data a job needs (gaps do not count: 20 samples 8 h apart are not 8 h of history)."""
+    max_backtest_wape: float = 1.0
+    """A best backtest WAPE above this publishes nothing (the registry's version stays in use): a forecast
+    of zero scores 1.0, so a model above it is worse than no forecast (one row at 5e8 rps in 8 h of
+    ~1,000 scored 347). Not the daemon's per-forecast poor threshold (0.25): a backtest pooled over
+    bursty days can be above that and still beat the hour the daemon would fit on."""
     outage_min_s: float = 600.0
     """A run of zero rates this long, in a series that is otherwise positive, is an outage (job down)."""
 
@@ -108,13 +114,23 @@ class TrainResult:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
+OUTLIER_FACTOR = 100.0
+"""A rate this many times above the 99.9th percentile is damage, not load (a catch-up after an outage
+runs at a few times the usual rate)."""
+
+
 def clean(times_s: np.ndarray, rates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Plausible samples sorted by time; of duplicated timestamps the last one wins. Dropped, as the daemon's
     grid drops them: rates that are not finite, below 0 or above MAX_RATE_RPS (damage, not load: one at
-    1e12 won the model selection), and times more than MAX_HISTORY_SPAN_S from the median time (one row
-    stamped 1970 in a week's history made the dense grid 1.3 GB)."""
+    1e12 won the model selection), rates more than OUTLIER_FACTOR times all but the top 0.1 % of rates
+    (one row at 5e8 rps in 8 h of ~1,000 made the published model forecast 3.5e5), and times more than
+    MAX_HISTORY_SPAN_S from the median time (one row stamped 1970 in a week's history made the dense grid
+    1.3 GB)."""
     frame = pd.DataFrame({"t": np.asarray(times_s, dtype=float), "r": np.asarray(rates, dtype=float)})
     frame = frame[np.isfinite(frame.t) & np.isfinite(frame.r) & (frame.r >= 0) & (frame.r <= MAX_RATE_RPS)]
+    top = frame.r.quantile(0.999, interpolation="lower") if len(frame) else 0.0  # the outlier not included
+    if top > 0:
+        frame = frame[frame.r <= OUTLIER_FACTOR * top]
     if len(frame):
         frame = frame[(frame.t - frame.t.median()).abs() <= MAX_HISTORY_SPAN_S]
     frame = frame.drop_duplicates("t", keep="last").sort_values("t", kind="stable")
@@ -171,6 +187,12 @@ def _train(job: str, times_s: np.ndarray, rates: np.ndarray, settings: RetrainSe
         return TrainResult(
             job, "skipped", f"only {times_s.size} valid samples of {rows} rows (bad time or rate: dropped)"
         )
+    if np.median(times_s) > EPOCH_MS_ABOVE:
+        return TrainResult(
+            job,
+            "skipped",
+            f"timestamps look like epoch milliseconds (median {np.median(times_s):.4g}): give epoch seconds",
+        )
     step_s = float(np.median(np.diff(times_s)))
     daemon_resolution_s = settings.resolution_s
     settings = replace(settings, resolution_s=training_resolution_s(step_s, settings))
@@ -184,14 +206,36 @@ def _train(job: str, times_s: np.ndarray, rates: np.ndarray, settings: RetrainSe
     gap_s, outage_s = settings.max_interpolated_gap_s, settings.outage_min_s
     fine = regularise(times_s, rates, settings.resolution_s, gap_s, outage_s)
     span_s = len(fine) * settings.resolution_s
-    if span_s < settings.min_history_s:
-        return TrainResult(job, "skipped", f"history covers {span_s:.0f} s < {settings.min_history_s:.0f} s")
+    observed_s = int(fine.observed.sum()) * settings.resolution_s
+    if observed_s < settings.min_history_s:
+        return TrainResult(
+            job,
+            "skipped",
+            f"history covers {observed_s:.0f} s of observed data (in a span of {span_s:.0f} s) "
+            f"< {settings.min_history_s:.0f} s",
+        )
+    if span_s / 4 < settings.horizon_s:  # the backtest holds out at most a quarter
+        return TrainResult(
+            job,
+            "skipped",
+            f"history covers {span_s:.0f} s: the backtest needs a quarter of it to hold a forecast "
+            f"horizon ({settings.horizon_s:g} s), so at least {4 * settings.horizon_s:.0f} s",
+        )
     coarse_s = max(settings.season_resolution_s, settings.resolution_s)
     coarse = regularise(times_s, rates, coarse_s, max(gap_s, coarse_s), outage_s)
 
     backtest_s = min(settings.backtest_s, span_s / 4)
     split_s = math.floor((fine.times_s[-1] + settings.resolution_s / 2 - backtest_s) / coarse_s) * coarse_s
     train_fine, train_coarse = fine.before(split_s), coarse.before(split_s)
+    origins = _origins(len(train_fine), len(fine), settings)
+    scored_buckets = _observed_in_horizons(fine, origins, settings.horizon_buckets)
+    if scored_buckets < settings.horizon_buckets:
+        return TrainResult(
+            job,
+            "skipped",
+            f"the backtest span holds {scored_buckets} observed buckets, less than a forecast horizon "
+            f"({settings.horizon_buckets}): the history ends in a gap",
+        )
     periods = candidate_periods(train_coarse.values, train_coarse.observed, coarse_s)
     profile = fit_profile(train_coarse.times_s, train_coarse.values, train_coarse.observed, tuple(periods))
     season_s = max(profile.periods_s) if profile else None
@@ -212,7 +256,6 @@ def _train(job: str, times_s: np.ndarray, rates: np.ndarray, settings: RetrainSe
         candidates["seasonal-naive"] = SeasonalNaive.from_history(
             train_fine.times_s, train_fine.values, season_s
         )
-    origins = _origins(len(train_fine), len(fine), settings)
     scores = {name: _backtest(name, model, fine, origins, settings) for name, model in candidates.items()}
     if "seasonal-naive" not in scores:
         scores["seasonal-naive"] = None  # no season: not applicable
@@ -220,6 +263,13 @@ def _train(job: str, times_s: np.ndarray, rates: np.ndarray, settings: RetrainSe
     if not scored:
         return TrainResult(job, "failed", "no candidate could be scored in the backtest")
     best = min(scored, key=lambda name: (scored[name], name != "arima"))
+    if scored[best] > settings.max_backtest_wape:
+        return TrainResult(
+            job,
+            "skipped",
+            f"best backtest WAPE {scored[best]:.3g} ({best}) is above {settings.max_backtest_wape:g}: "
+            "no better than a forecast of zero (damaged rates in the history?); nothing published",
+        )
 
     final_profile = (
         fit_profile(coarse.times_s, coarse.values, coarse.observed, profile.periods_s) if profile else None
@@ -233,6 +283,18 @@ def _train(job: str, times_s: np.ndarray, rates: np.ndarray, settings: RetrainSe
         last = min(origins[-1] + settings.horizon_buckets, len(fine)) - 1
         metadata["backtest"].update(start=_iso(fine.times_s[origins[0]]), end=_iso(fine.times_s[last]))
     return TrainResult(job, "ok", "", model, metadata)
+
+
+EPOCH_MS_ABOVE = 1e11
+"""Epoch seconds stay below this until the year 5138; epoch milliseconds are above it since 1973."""
+
+
+def _observed_in_horizons(series: Series, origins: list[int], horizon: int) -> int:
+    """Observed buckets the backtest scores: its WAPE on one of them would say nothing."""
+    scored = np.zeros(len(series), dtype=bool)
+    for origin in origins:
+        scored[origin : origin + horizon] = True
+    return int((scored & series.observed).sum())
 
 
 def training_resolution_s(step_s: float, settings: RetrainSettings) -> float:

@@ -214,3 +214,30 @@ def test_a_version_refused_for_a_missing_artifact_is_tried_again_later(registry,
     for end in range(16, 19):
         run(forecaster, live, end, end - 1)
     assert forecaster.model_version == "v000002" and source.prepared.count("v000002") == 2
+
+
+def test_a_newest_version_refused_leaves_the_one_before_it_running(registry, live, tmp_path, trained):
+    """v000002 was trained for 60 s buckets (retrain without --config): a fresh daemon at 300 s refuses
+    it and, from the next iteration on, runs v000001 instead of none."""
+    result, _ = trained
+    registry.publish("shop", serialize(result.model), {**result.metadata, "resolution_s": 60.0})
+    source = CountingSource(tmp_path, "shop", 300.0, poll_interval_s=3600.0)
+    forecaster = WorkloadForecaster(SETTINGS, InlineExecutor(), model_source=source)
+    run(forecaster, live, 4)
+    assert forecaster.model_version is None and source.prepared == ["v000002"]
+    run(forecaster, live, 5, 4)
+    assert forecaster.model_version == "v000001" and source.prepared == ["v000002", "v000001"]
+    run(forecaster, live, 6, 5)
+    assert source.prepared == ["v000002", "v000001"]  # neither loaded again within the hour
+
+
+def test_a_model_whose_history_ends_after_the_daemons_data_is_refused(registry, trained, tmp_path):
+    """Local time read as UTC: the history ends an hour after the daemon's newest bucket, and its
+    Holt-Winters state would drop every one of the daemon's buckets as late."""
+    _, frame = trained
+    end_s = frame.timestamp.iloc[0] + 4 * DAY_S  # where the training history ends
+    earlier = frame[(frame.timestamp >= end_s - 5 * 3600.0) & (frame.timestamp < end_s - 3600.0)]
+    source = CountingSource(tmp_path, "shop", 300.0, poll_interval_s=3600.0)
+    forecaster = WorkloadForecaster(SETTINGS, InlineExecutor(), model_source=source)
+    run(forecaster, (earlier.timestamp.to_numpy(), earlier.rate.to_numpy()), len(earlier))
+    assert source.prepared == ["v000001"] and forecaster.model_version is None

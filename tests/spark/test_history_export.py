@@ -151,3 +151,14 @@ def test_times_are_durations_before_now_iso_or_epoch():
     assert parse_time("2026-01-05T00:00:00Z", 0.0) == 1_767_571_200.0
     assert parse_time("2026-01-05T00:00:00", 0.0) == 1_767_571_200.0  # naive = UTC
     assert parse_time("1767571200", 0.0) == 1_767_571_200.0
+
+
+def test_several_series_of_one_job_are_an_error_naming_the_job(prometheus):
+    """Per-subtask series that share the job label: keeping one stored a part of the rate as the whole."""
+    client = CountingClient(prometheus.url)
+    query = (
+        'label_replace(label_replace(foresail_test_input_rate, "subtask", "$1", "job_name", "(.*)"), '
+        '"job_name", "shop", "", "")'
+    )
+    with pytest.raises(ExportError, match=r"2 series with job_name='shop': aggregate them"):
+        export_history(client, query, START_S, START_S + 600, STEP_S, job_label="job_name")

@@ -21,6 +21,7 @@ from forecasting.spark.models import RegistryModel, SeasonalNaive, resampled
 from forecasting.spark.train import train_job
 from forecasting.synthetic import DAY_S, generate_jobs
 from tests.conftest import REPO
+from tests.e2e.stack import free_port
 
 LONG_NAME = "x" * 300  # a valid job name, but no filesystem takes it as a directory name
 
@@ -239,3 +240,78 @@ def test_a_resampled_model_keeps_its_season_in_its_label():
         estimator=naive, period_s=None, fourier_order=0, family="seasonal-naive", resolution_s=600.0
     )
     assert resampled(model, 300.0).label == "seasonal-naive(86400s)"
+
+
+def test_a_registry_uri_is_one_line_before_spark_and_file_uris_are_paths(
+    tmp_path, small_settings, no_spark, capsys, monkeypatch
+):
+    """The driver writes the registry with file operations: s3a://… made a directory named 's3a:'."""
+    monkeypatch.chdir(tmp_path)
+    history = tmp_path / "history.csv"
+    history.write_text("job,timestamp,rate\na,1767571200,1\n")
+    code, out, err = _run(history, "s3a://models/foresail", settings=small_settings, capsys=capsys)
+    assert code == 2 and not no_spark and out == ""
+    assert _one_line(err).startswith("retrain: --registry s3a://models/foresail: not a local path")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["history.csv"]
+    assert spark_job.registry_problem(f"file://{tmp_path}/models") is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["history.csv", "models"]
+
+
+def test_csv_files_with_their_columns_in_another_order_are_one_line_before_spark(
+    tmp_path, small_settings, no_spark, capsys
+):
+    """Spark maps CSV columns by position: the second file's rates became timestamps."""
+    (tmp_path / "history").mkdir()
+    (tmp_path / "history" / "part1.csv").write_text("job,timestamp,rate\na,1767571200,1\n")
+    (tmp_path / "history" / "part2.csv").write_text("job,rate,timestamp\na,1,1767571500\n")
+    code, out, err = _run(tmp_path / "history", tmp_path / "m", settings=small_settings, capsys=capsys)
+    assert code == 2 and not no_spark and out == ""
+    assert "part2.csv:1: header job,rate,timestamp differs from part1.csv's" in _one_line(err)
+
+
+def test_a_pandas_parquet_with_nanosecond_timestamps_is_one_line_before_spark(
+    tmp_path, small_settings, no_spark, capsys
+):
+    """pandas writes datetime64[ns] as Parquet timestamp[ns], which Spark stops on with 83 lines of trace."""
+    frame = generate_jobs(1, seed=4, duration_s=DAY_S, step_s=300.0)
+    frame["timestamp"] = pd.to_datetime(frame["timestamp"], unit="s", utc=True)
+    frame.to_parquet(tmp_path / "history.parquet")
+    code, out, err = _run(
+        tmp_path / "history.parquet", tmp_path / "m", settings=small_settings, capsys=capsys
+    )
+    assert code == 2 and not no_spark and out == ""
+    assert "coerce_timestamps='us'" in _one_line(err)
+
+
+def test_an_unreachable_master_is_one_line_before_spark(tmp_path, small_settings, no_spark, capsys):
+    """Spark retried for a minute, then blamed the application."""
+    history = tmp_path / "history.csv"
+    history.write_text("job,timestamp,rate\na,1767571200,1\n")
+    port = free_port()  # nobody listens on it
+    parser = argparse.ArgumentParser()
+    add_retrain_arguments(parser)
+    argv = [
+        "--history",
+        str(history),
+        "--registry",
+        str(tmp_path / "m"),
+        "--master",
+        f"spark://127.0.0.1:{port}",
+    ]
+    code = spark_job.run(parser.parse_args(argv), small_settings)
+    out, err = capsys.readouterr()
+    assert code == 2 and not no_spark and out == ""
+    assert _one_line(err).startswith(f"retrain: cannot reach --master spark://127.0.0.1:{port}: ")
+
+
+def test_an_executors_python_failure_is_its_last_traceback_line(spark):
+    """Spark's message starts with the JVM's side: the cause (a module missing on a worker) ends it."""
+
+    def fail(frames):
+        raise ModuleNotFoundError("No module named 'messages'")
+        yield from frames
+
+    with pytest.raises(Exception) as caught:
+        spark.range(1).mapInPandas(fail, schema="id long").collect()
+    assert spark_job._executor_failure(caught.value) == "ModuleNotFoundError: No module named 'messages'"
+    assert spark_job._executor_failure(ValueError("not an executor's")) is None

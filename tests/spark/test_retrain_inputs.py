@@ -12,15 +12,18 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyspark
 import pytest
 
 from daemon.cli import main
 from forecasting.history import write_history
 from forecasting.registry import ModelRegistry, RegistrySource
+from forecasting.spark import job as spark_job
 from forecasting.spark.models import Resampled, install
 from forecasting.synthetic import DAY_S, generate_jobs
 from tests.conftest import REPO
 
+SPARK_HOME = Path(pyspark.__file__).parent
 SMALL = ["--min-history-s", "86400", "--backtest-s", "43200", "--select-window-s", "21600"]
 
 
@@ -118,3 +121,48 @@ def test_bad_rows_are_dropped_and_the_run_goes_on(spark, tmp_path, capsys):
     assert row["status"] == "ok"
     metadata = ModelRegistry(tmp_path / "m").newest("job-0000").metadata()
     assert metadata["training_range"]["rows_dropped"] >= 3
+
+
+def test_numeric_looking_job_names_are_kept_as_written(spark, tmp_path):
+    """CSV schema inference and Parquet partition inference read the job 007 as the number 7."""
+    frame = generate_jobs(1, seed=4, duration_s=3600.0, step_s=300.0)
+    both = pd.concat([frame.assign(job=name) for name in ("007", "0042")], ignore_index=True)
+    both.to_csv(tmp_path / "history.csv", index=False)
+    write_history(both, tmp_path / "exported")
+    for path in (tmp_path / "history.csv", tmp_path / "exported"):
+        read = spark_job.read_history(spark, str(path))
+        assert sorted(row.job for row in read.select("job").distinct().collect()) == ["0042", "007"]
+        assert read.where("t is null or rate is null").count() == 0
+
+
+def test_spark_submit_keeps_the_executors_python_it_was_given(tmp_path):
+    """Under spark-submit (no --master) the session must not replace spark.pyspark.python by the driver's."""
+    executor_python = tmp_path / "executor-python"
+    executor_python.write_text(
+        f'#!/bin/sh\nexport FORESAIL_EXECUTOR_PYTHON=given\nexec {sys.executable} "$@"\n'
+    )
+    executor_python.chmod(0o755)
+    app = tmp_path / "app.py"
+    app.write_text(
+        "import os\n"
+        "from forecasting.spark.job import spark_session\n"
+        "spark = spark_session(None)\n"
+        "probe = spark.sparkContext.parallelize([0], 1).map(lambda _: os.environ.get('FORESAIL_EXECUTOR_PYTHON'))\n"
+        "print('executor python:', probe.collect()[0])\n"
+        "spark.stop()\n"
+    )
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(SPARK_HOME),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYTHONPATH": str(REPO),
+    }
+    env.pop("PYSPARK_PYTHON", None)
+    command = [
+        str(SPARK_HOME / "bin" / "spark-submit"), "--master", "local[1]",
+        "--conf", f"spark.pyspark.python={executor_python}",
+        "--conf", f"spark.pyspark.driver.python={sys.executable}", str(app),
+    ]  # fmt: skip
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "executor python: given" in done.stdout.splitlines()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from statsmodels.tsa.holtwinters import ExponentialSmoothing
 from forecasting.arima import predict
 from forecasting.spark.models import HoltWinters, ProfiledArima, SeasonalNaive, fit_holt_winters
 from forecasting.spark.seasonal_profile import DAY_S, WEEK_S, candidate_periods, fit_profile
-from forecasting.spark.train import clean, regularise, train_job
+from forecasting.spark.train import RetrainSettings, clean, regularise, train_job
 from forecasting.synthetic import MONDAY_2026_01_05_S, WorkloadShape, generate
 
 T0 = MONDAY_2026_01_05_S
@@ -187,3 +188,49 @@ def test_a_history_that_repeats_exactly_keeps_the_seasonal_naive(small_settings)
     assert result.metadata["backtest"]["wape"]["seasonal-naive"] == 0.0
     next_day = times[-288:] + DAY_S
     np.testing.assert_allclose(predict(result.model, next_day + 150.0), rates[-288:])
+
+
+def test_min_history_counts_observed_buckets_not_the_gap_between_them():
+    """20 samples, half at 00:00 and half 8 h later, span 8 h but hold 200 s of data."""
+    times = np.concatenate([T0 + np.arange(10) * 10.0, T0 + 8 * 3600 + np.arange(10) * 10.0])
+    result = train_job("sparse", times, np.r_[np.full(10, 100.0), np.full(10, 5000.0)], RetrainSettings())
+    assert result.status == "skipped" and "covers 200 s of observed data" in result.reason
+
+
+def test_a_backtest_span_without_a_horizon_of_observed_buckets_is_skipped(small_settings):
+    """Two days and one row a day later: the held-out last quarter is that row and a gap."""
+    times = T0 + np.arange(2 * 288) * 300.0
+    rates = 1000.0 + 100.0 * np.sin(2 * np.pi * times / DAY_S)
+    result = train_job("stray", np.append(times, times[-1] + DAY_S), np.append(rates, 1000.0), small_settings)
+    assert result.status == "skipped" and "backtest span holds 1 observed buckets" in result.reason
+
+
+def test_one_damaged_row_neither_wins_nor_spoils_the_model(small_settings):
+    """One row at 5e8 rps (below MAX_RATE_RPS) in the held-out span of two days at ~1,000 rps: the
+    model published was a flat 3.5e5 with a backtest WAPE of 0.998."""
+    times = T0 + np.arange(2 * 288) * 300.0
+    rates = 1000.0 + 100.0 * np.sin(2 * np.pi * times / DAY_S)
+    rates[-20] = 5e8
+    result = train_job("spike", times, rates, small_settings)
+    assert result.status == "ok", result.reason
+    assert result.metadata["training_range"]["rows_dropped"] == 1
+    assert result.metadata["backtest"]["wape"][result.metadata["backtest"]["best"]] < 0.1
+    assert np.all(predict(result.model, times[-1] + 300.0 * np.arange(1, 4)) < 2000.0)
+
+
+def test_a_best_backtest_worse_than_the_threshold_publishes_nothing(trained, small_settings):
+    _, frame = trained
+    history = frame[frame.timestamp < frame.timestamp.iloc[0] + 4 * DAY_S]
+    strict = replace(small_settings, max_backtest_wape=1e-6)
+    result = train_job("shop", history.timestamp.to_numpy(), history.rate.to_numpy(), strict)
+    assert result.status == "skipped" and result.model is None
+    assert "best backtest WAPE" in result.reason and "nothing published" in result.reason
+
+
+def test_tiny_histories_and_millisecond_timestamps_are_skipped_with_the_reason():
+    tiny = T0 + np.arange(20) * 10.0
+    result = train_job("tiny", tiny, np.full(20, 1000.0), RetrainSettings(min_history_s=1.0))
+    assert result.status == "skipped" and "at least 3600 s" in result.reason
+    times_ms = (T0 + np.arange(2880) * 10.0) * 1000
+    result = train_job("ms", times_ms, np.full(2880, 1000.0), RetrainSettings())
+    assert result.status == "skipped" and "epoch milliseconds" in result.reason
