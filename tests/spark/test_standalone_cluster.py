@@ -129,8 +129,10 @@ def test_retrain_runs_on_a_standalone_cluster(standalone_cluster, executor_pytho
     assert done.returncode == 0, done.stderr[-3000:]
     registry = ModelRegistry(tmp_path / "models")
     assert registry.jobs() == ["job-0000", "job-0001", "job-0002"]
-    hosts = {registry.newest(job).metadata()["trained_by"]["pid"] for job in registry.jobs()}
-    assert len(hosts) >= 2  # the two workers' executors both trained
+    # each job trained in a task of the cluster's executors (which of the two workers took which is
+    # the scheduler's choice: one may take all three)
+    trained_by = [registry.newest(job).metadata()["trained_by"] for job in registry.jobs()]
+    assert all(t["partition"] is not None for t in trained_by)
 
 
 @pytest.mark.e2e
