@@ -615,8 +615,9 @@ class BaselinesConfig(Section):
     ds2_min_change: int = Field(
         1,
         ge=0,
-        description="ds2 (vertex granularity): changes of an operator's parallelism by at most this much are "
-        "ignored as metric noise, unless the job falls behind (DS2 §4.2 'ignores minor changes').",
+        description="ds2: changes of an operator's parallelism (of the workers, at job granularity) by at "
+        "most this much are ignored as metric noise, unless the job falls behind (DS2 §4.2 'ignores minor "
+        "changes').",
     )
     operator_scale_up_max_factor: float = Field(
         100000.0,

@@ -57,8 +57,8 @@ class Analyzer:
         self.saturated_backlog_s = saturated_backlog_s
         self.checkpoint_interval_s = checkpoint_interval_s
         self.forecasting = forecasting
-        """False for policies that read neither forecast nor predicted recovery (the baselines): both are
-        skipped, which spares their cost."""
+        """False for policies that read neither forecast nor predicted recovery nor capacity (the
+        baselines): both are skipped, which spares their cost, and an unknown capacity does not hold them."""
 
     def assess(self, observation: Observation, knowledge: Knowledge) -> Assessment:
         if knowledge.seeded_for is not None and observation.job_graph is not None:
@@ -119,7 +119,7 @@ class Analyzer:
         else:
             view = job_level_only(capacities_rps, capacity_sources, "capacity.model: job")
         capacities_rps, capacity_sources = view.capacities_rps, view.sources
-        if current not in capacities_rps:
+        if current not in capacities_rps and self.forecasting:  # a baseline's plan reads no capacity
             problems.append("no capacity known for the current scale-out yet")
         knowledge.track_record.observe(
             observation.time_s, current, capacities_rps, not problems and bool(windows)

@@ -91,6 +91,6 @@ def make_baseline(config: Config) -> Policy:
             b.ds2_min_change,
         )
     else:
-        policy = Ds2Policy(b.ds2_target_ratio if knob is None else knob)
+        policy = Ds2Policy(b.ds2_target_ratio if knob is None else knob, b.ds2_min_change)
     policy.name = name  # the audit log and the comparison name the knob
     return policy

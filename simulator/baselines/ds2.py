@@ -7,6 +7,8 @@ rate per instance), computed in one step from any starting point, over- or under
 DS2 assumes no skew: it averages the instances' true rates, so under key skew it proposes the
 configuration that would suffice without skew (as the paper reports), which may not carry the load.
 Warm-up after a rescale is the shared plan guard plus the analysis dropping samples from the warm-up.
+Changes by one worker are ignored while the job keeps up (§4.2, "minor changes", as at vertex granularity:
+`baselines.ds2_min_change`).
 """
 
 from __future__ import annotations
@@ -26,11 +28,17 @@ def true_rates_rps(throughput_rps: tuple[float, ...], busy_ratio: tuple[float, .
     ]
 
 
+BEHIND_S = 30.0
+"""A backlog above this many seconds of input means the job falls behind: minor changes count then."""
+
+
 class Ds2Policy:
     name = "ds2"
 
-    def __init__(self, target_ratio: float = 1.0) -> None:
+    def __init__(self, target_ratio: float = 1.0, min_change: int = 1) -> None:
         self.target_ratio = target_ratio
+        self.min_change = min_change
+        """§4.2: changes by at most this many workers are ignored (noisy metrics) while the job keeps up."""
 
     def propose(self, assessment: Assessment, knowledge: Knowledge) -> tuple[int, str, tuple[str, ...]]:
         current = assessment.current_scaleout
@@ -40,6 +48,13 @@ class Ds2Policy:
         per_instance_rps = sum(rates) / len(rates)
         source_rps = assessment.workload_avg_rps * self.target_ratio
         optimal = max(1, math.ceil(source_rps / per_instance_rps))
+        behind = assessment.backlog_records > BEHIND_S * max(assessment.workload_avg_rps, 1.0)
+        if 0 < abs(optimal - current) <= self.min_change and not behind:
+            return (
+                current,
+                "ds2-minor-change",
+                (f"{current} → {optimal} is a minor change (at most {self.min_change}), ignored",),
+            )
         return (
             optimal,
             "ds2-true-rate",

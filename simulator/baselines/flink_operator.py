@@ -19,8 +19,10 @@ metrics.busy-time.aggregator MAX. Every loop (its reconcile interval, 60 s):
    recommended within that interval; a scale-up or an unchanged recommendation cancels it.
 
 Left out: key-group alignment of the parallelism (the twin's workers are whole TaskManagers; aligning to
-divisors of 128 key groups would leave only 1, 2, 4, 8, 16), memory tuning, and ineffective-scaling
-detection (off by default).
+divisors of 128 key groups would leave only 1, 2, 4, 8, 16), memory tuning, ineffective-scaling
+detection (off by default), and the observed true processing rate used while catching up
+(`ScalingMetricEvaluator.selectTprMetric`, for sources, whose busy time Flink reports poorly; the twin's is
+exact).
 """
 
 from __future__ import annotations

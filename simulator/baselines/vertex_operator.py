@@ -15,15 +15,17 @@ Source: apache/flink-kubernetes-operator, module flink-autoscaler, package org.a
    catch-up rate (lag / `catch-up.duration`, 30 min) propagates the same way.
 4. Capacity (`AutoScalerUtils.getTargetProcessingCapacity`): catch-up + target × restart time /
    catch-up duration + target / utilization; `utilization.target` 0.7; `restart.time` 5 min.
-5. Rescale only when some vertex's true rate leaves the band (`ScalingExecutor`,
-   `target.utilization.boundary` 0.3): below the capacity at utilization 0.7 + 0.3 without the restart
+5. Rescale only when a vertex that changes has its true rate outside the band (`ScalingExecutor.
+   computeScalingSummary`: a vertex whose scale-down is delayed does not change; one carried out counts
+   with the flag of the recommendation it takes; `target.utilization.boundary` 0.3): below the capacity at utilization 0.7 + 0.3 without the restart
    term, or above the capacity at 0.7 − 0.3 with it; while the lag exceeds
    `backlog-processing.lag-threshold` (5 min of input) the band is [capacity at 1.0, ∞): no scale-down.
 6. New parallelism (`JobVertexScaler.scale`): ⌈p × capacity(0.7) / true rate⌉, the factor capped by
    `scale-down.max-factor` 0.6 and `scale-up.max-factor`; within [1, max parallelism]; for a vertex with a
    keyed (HASH) input, the first parallelism up to the max parallelism that divides the key groups
-   (EVENLY_SPREAD), else the smallest one with the same largest key-group range. Sources without a known
-   partition count are not aligned.
+   (EVENLY_SPREAD; on a scale-down only up to the current parallelism), else the smallest one with the
+   same largest key-group range, and the current one where that would reverse the direction. Sources
+   without a known partition count are not aligned.
 7. Delayed scale-down (`DelayedScaleDown`, `JobVertexScaler.applyScaleDownInterval`): a vertex's
    scale-down waits `scale-down.interval` (1 h) from the first time it was requested, then applies the
    highest parallelism recommended within that interval; a scale-up or an unchanged recommendation of the
@@ -31,7 +33,8 @@ Source: apache/flink-kubernetes-operator, module flink-autoscaler, package org.a
 8. Execution (`ScalingRealizer`, the REST PUT path): every changed vertex in one rescale.
 
 Left out: ineffective-scaling detection (off by default), memory tuning, restart-time tracking (off by
-default: the configured restart time is used).
+default: the configured restart time is used), the observed true processing rate used while catching up
+(`ScalingMetricEvaluator.selectTprMetric`: sources only, where the twin's busy time is exact).
 """
 
 from __future__ import annotations
@@ -52,19 +55,29 @@ class _Sample:
     time_s: float
     records_in_rps: float
     records_out_rps: float
-    true_rate_rps: float
+    busy: float
+    """MAX over the subtasks of the busy share (NaN: the vertex reports none)."""
 
 
-def aligned(parallelism: int, max_parallelism: int, upper: int) -> int:
-    """EVENLY_SPREAD key-group alignment (`JobVertexScaler.scale`): the first p ≥ parallelism up to the
-    upper bound that divides the key groups, else the smallest p with the same largest range."""
-    for p in range(parallelism, min(max_parallelism, upper) + 1):
-        if max_parallelism % p == 0:
+def aligned(parallelism: int, current: int, key_groups: int, upper: int) -> int:
+    """EVENLY_SPREAD key-group alignment (`JobVertexScaler.scale`, 1.15): the first p from `parallelism` up
+    that divides the key groups (up to the upper bound; on a scale-down up to the current parallelism),
+    else the smallest p with the same largest range; a p that would turn a scale-down into a scale-up, or
+    the reverse, keeps the current parallelism."""
+    if parallelism == current:
+        return parallelism
+    scale_up = parallelism > current
+    top = min(key_groups, upper) if scale_up else min(current, key_groups, upper)
+    for p in range(parallelism, top + 1):
+        if key_groups % p == 0:
             return p
     p = parallelism
-    while p > 1 and max_parallelism // (p - 1) == max_parallelism // parallelism:
+    while p > 0 and key_groups // p <= key_groups // parallelism:
         p -= 1
-    return p
+    if p > 0 and key_groups % p != 0:
+        p += 1
+    p = max(p, 1)
+    return current if (scale_up and p <= current) or (not scale_up and p >= current) else p
 
 
 class OperatorVertexPolicy:
@@ -105,11 +118,11 @@ class OperatorVertexPolicy:
         lag = a.backlog_records
         backlog = input_rps > 0 and lag / input_rps > s.backlog_lag_threshold_s
         targets, catch_ups = self._targets(graph, input_rps, lag)
-        outside, wanted, notes = [], {}, []
+        outside, wanted, notes = {}, {}, []
         for vertex in graph.vertices:
             vid = vertex.vertex_id
             samples = self._samples.get(vid, ())
-            tpr = _mean(x.true_rate_rps for x in samples)
+            tpr = _rate(samples)
             if not (math.isfinite(tpr) and tpr > 0) or not math.isfinite(targets[vid]):
                 wanted[vid] = current[vid]
                 continue
@@ -120,26 +133,29 @@ class OperatorVertexPolicy:
             down = _capacity(
                 target, lag_rate, 0.0 if backlog else s.target_utilization - s.utilization_boundary, True, s
             )
-            if tpr < up or tpr > down:
-                outside.append(vertex.name)
+            outside[vid] = tpr < up or tpr > down
             factor = _capacity(target, lag_rate, s.target_utilization, True, s) / tpr
             factor = min(max(factor, 1 - s.scale_down_max_factor), 1 + s.scale_up_max_factor)
             p = bounded(graph, vid, factor * current[vid], self.max_slots)
             if graph.keyed(vid):
-                p = aligned(p, vertex.max_parallelism, self.max_slots)
+                p = aligned(p, current[vid], vertex.max_parallelism, self.max_slots)
             wanted[vid] = p
             notes.append(
                 f"{vertex.name}: TPR {tpr:.0f} rps, band [{up:.0f}, {down:.0f}], factor {factor:.2f}"
             )
-        if not outside:
-            return hold(graph, current, "operator-within-band", *notes)
-        chosen, rules = self._delay_scale_downs(a.time_s, current, wanted)
+        chosen, rules, changed_outside = self._delay_scale_downs(a.time_s, current, wanted, outside)
         if chosen == current:
-            return vertex_proposal(
-                graph, current, current, rules, "operator-scale-down-delayed", tuple(notes)
-            )
+            delayed = "operator-scale-down-delayed" in rules.values()
+            rule = "operator-scale-down-delayed" if delayed else "operator-within-band"
+            return vertex_proposal(graph, current, current, rules, rule, tuple(notes))
+        # `ScalingExecutor.computeScalingSummary`: only the vertices that change count for the band
+        if not changed_outside:
+            return hold(graph, current, "operator-within-band", *notes)
+        for vid in [v for v in chosen if chosen[v] < current[v]]:  # the scale-downs carried out
+            self._scale_downs.pop(vid, None)
         rule = "operator-scale-up" if any(chosen[v] > current[v] for v in current) else "operator-scale-down"
-        notes.insert(0, f"outside the utilization band: {', '.join(outside)}")
+        names = ", ".join(v.name for v in graph.vertices if v.vertex_id in changed_outside)
+        notes.insert(0, f"outside the utilization band: {names}")
         return vertex_proposal(graph, current, chosen, rules, rule, tuple(notes), self.slots_per_taskmanager)
 
     def _collect(self, a: Assessment, window) -> None:
@@ -149,10 +165,8 @@ class OperatorVertexPolicy:
             self._sources.popleft()
         for vid, w in window.items():
             if math.isfinite(w.records_in_rps):
-                busy = w.busy_max
-                tpr = w.records_in_rps / busy if math.isfinite(busy) and busy > 0 else math.nan
                 self._samples.setdefault(vid, deque()).append(
-                    _Sample(a.time_s, w.records_in_rps, w.records_out_rps, tpr)
+                    _Sample(a.time_s, w.records_in_rps, w.records_out_rps, w.busy_max)
                 )
         for samples in self._samples.values():
             while samples and samples[0].time_s <= cutoff:
@@ -180,25 +194,31 @@ class OperatorVertexPolicy:
         return targets, catch_ups
 
     def _delay_scale_downs(
-        self, now_s: float, current: dict[str, int], wanted: dict[str, int]
-    ) -> tuple[dict[str, int], dict[str, str]]:
+        self, now_s: float, current: dict[str, int], wanted: dict[str, int], outside: dict[str, bool]
+    ) -> tuple[dict[str, int], dict[str, str], set[str]]:
+        """Each vertex's change after `applyScaleDownInterval`, its rule, and the changed vertices whose
+        change counts as outside the band (a delayed scale-down's: that of its highest recommendation)."""
         interval_s = self.settings.scale_down_interval_s
-        chosen, rules = {}, {}
+        chosen, rules, changed_outside = {}, {}, set()
         for vid, p in wanted.items():
-            if p >= current[vid]:
+            if p >= current[vid]:  # an unchanged recommendation or a scale-up clears the delay
                 self._scale_downs.pop(vid, None)
                 chosen[vid], rules[vid] = p, "operator-scale-up" if p > current[vid] else "keep"
+                if p > current[vid] and outside.get(vid, False):
+                    changed_outside.add(vid)
                 continue
             requests = self._scale_downs.setdefault(vid, [])
-            requests.append((now_s, p))
+            requests.append((now_s, p, outside.get(vid, False)))
             first_s = requests[0][0]
             if interval_s > 0 and now_s - first_s < interval_s:
                 chosen[vid], rules[vid] = current[vid], "operator-scale-down-delayed"
                 continue
-            recent = [q for t, q in requests if t >= now_s - interval_s] if interval_s > 0 else [p]
-            chosen[vid], rules[vid] = max(recent), "operator-scale-down"
-            self._scale_downs.pop(vid, None)
-        return chosen, rules
+            recent = [(q, out) for t, q, out in requests if t >= now_s - interval_s] or [(p, outside[vid])]
+            highest, flagged = max(recent, key=lambda r: r[0])
+            chosen[vid], rules[vid] = highest, "operator-scale-down"
+            if flagged:
+                changed_outside.add(vid)
+        return chosen, rules, changed_outside
 
 
 def _capacity(
@@ -206,6 +226,13 @@ def _capacity(
 ) -> float:
     """`target_capacity_rps` with the lag already a rate (lag / catch-up duration)."""
     return target_capacity_rps(target, lag_rate * s.catch_up_duration_s, utilization, restart, s)
+
+
+def _rate(samples) -> float:
+    """The true processing rate over the window: the average input rate / the average busy share
+    (`ScalingMetrics.computeTprInputRate` over `computeBusyTimeAvg`), from samples with a busy time."""
+    timed = [x for x in samples if math.isfinite(x.busy) and x.busy > 0]
+    return _mean(x.records_in_rps for x in timed) / _mean(x.busy for x in timed) if timed else math.nan
 
 
 def _mean(values) -> float:

@@ -103,6 +103,16 @@ def test_the_reactive_family_sets_its_headroom_and_every_grid_runs_cheapest_firs
     assert {50, 90} <= set(FAMILIES["hpa"].grid)  # the issue's 50–90 %, and above
 
 
+def test_the_operator_is_also_swept_with_its_scale_down_delay_halved():
+    """Its second knob: the one-hour delay halved served as well for fewer worker-seconds on the sine."""
+    family = FAMILIES["flink-operator-30min"]
+    config = family.config(Config(), 0.6)
+    assert config.baselines.operator_scale_down_interval_s == 1800.0
+    assert FAMILIES["flink-operator"].config(Config(), 0.6).baselines.operator_scale_down_interval_s == 3600.0
+    assert family.policy(0.65) == "flink-operator-u0.65" and family.grid == FAMILIES["flink-operator"].grid
+    assert 0.65 in family.grid and min(family.grid) == 0.3
+
+
 def test_the_table_marks_a_static_like_baseline_and_says_who_is_cheapest():
     data = result(
         7_200.0, found("static", 12, "static-12", 14_400.0, 0.0), found("ds2", 1.2, "ds2-r1.2", 6_000.0, 9.0)

@@ -191,10 +191,22 @@ def test_operator_never_scales_down_while_processing_a_backlog():
 # ------------------------------------------------------------------------------------------------ DS2
 def test_ds2_true_rate_is_records_per_busy_second_and_skips_idle_workers():
     assert true_rates_rps((100.0, 50.0, 0.0), (0.5, 0.25, 0.0)) == [200.0, 200.0]
-    target, rule, _ = Ds2Policy().propose(
+    target, rule, _ = Ds2Policy(min_change=0).propose(
         _assessment(average_rps=500.0, throughputs=(100.0, 50.0), busy=(0.5, 0.25)), Knowledge()
     )
     assert (target, rule) == (3, "ds2-true-rate")  # ceil(500 / 200)
+
+
+def test_ds2_ignores_a_minor_change_unless_the_job_falls_behind():
+    """DS2 §4.2: a change by one (noisy metrics) is ignored; the job-level baseline made every one, and
+    each was a restart (sine, seed 0, ds2-r2.5: 64 rescales and 387 s over the SLO, 32 and 185 without)."""
+    near = _assessment(average_rps=500.0, throughputs=(100.0, 50.0), busy=(0.5, 0.25))  # wants 3 of 4
+    assert Ds2Policy().propose(near, Knowledge())[:2] == (4, "ds2-minor-change")
+    far = _assessment(average_rps=1_000.0, throughputs=(100.0, 50.0), busy=(0.5, 0.25))  # wants 5 of 4
+    assert Ds2Policy().propose(far, Knowledge())[:2] == (4, "ds2-minor-change")
+    assert Ds2Policy(min_change=0).propose(far, Knowledge())[:2] == (5, "ds2-true-rate")
+    behind = _assessment(average_rps=1_000.0, throughputs=(100.0, 50.0), busy=(0.5, 0.25), backlog=1e6)
+    assert Ds2Policy().propose(behind, Knowledge())[:2] == (5, "ds2-true-rate")
 
 
 QUIET = TwinParams(

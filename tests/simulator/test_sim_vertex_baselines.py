@@ -39,9 +39,18 @@ def assessment(time_s: float, rate_rps: float, backlog: float = 0.0) -> Assessme
 
 
 def test_key_group_alignment_moves_to_a_divisor_or_the_smallest_equal_range():
-    assert aligned(11, 128, 128) == 16
-    assert aligned(17, 128, 18) == 17  # no divisor of 128 in 17..18; 16 would hold more groups
-    assert aligned(8, 128, 128) == 8
+    """`JobVertexScaler.scale` of operator 1.15: arguments wanted, current, key groups, upper bound."""
+    assert aligned(11, 4, 128, 128) == 16
+    assert aligned(17, 4, 128, 18) == 16  # no divisor in 17..18: 16 holds the same 8 groups a subtask
+    assert aligned(8, 4, 128, 128) == 8
+
+
+def test_key_group_alignment_never_turns_a_scale_down_into_a_scale_up():
+    """Searching up to the upper bound took a vertex at 12 that wanted 9 to 16 (a rescale the operator
+    does not make); on a scale-down the search stops at the current parallelism."""
+    assert aligned(9, 12, 128, 18) == 8  # no divisor in 9..12: the smallest with 9's range, 8
+    assert aligned(15, 16, 128, 18) == 16  # only the current one divides: the scale-down is blocked
+    assert aligned(12, 12, 128, 18) == 12
 
 
 def test_operator_waits_for_stabilization_and_a_full_metric_window():
@@ -67,6 +76,29 @@ def test_operator_scales_each_vertex_from_busy_time_at_the_target_utilization():
     assert proposal.vertex_parallelism["agg"] == 16
     assert proposal.vertex_rules["agg"] == "operator-scale-up"
     assert proposal.vertex_parallelism["src"] <= 2  # the source is far from busy: it may only come down later
+
+
+def test_operator_rescales_only_for_a_changing_vertex_outside_its_band():
+    """`ScalingExecutor.computeScalingSummary` counts the band only of vertices that change: the idle
+    source (outside, its scale-down delayed) did not let the aggregation, busy 75% and inside its band,
+    scale up."""
+    settings = OperatorSettings(stabilization_interval_s=0, metrics_window_s=60, scale_down_interval_s=3600)
+    policy = OperatorVertexPolicy(64, settings=settings)
+    k = knowledge(3_000.0)  # agg: true rate 4,000 rps, wants 8 (factor 1.2, aligned); source busy 5%
+    policy.propose_configuration(assessment(60.0, 3_000.0), k)
+    proposal = policy.propose_configuration(assessment(120.0, 3_000.0), k)
+    assert proposal.rule == "operator-within-band"
+    assert proposal.vertex_parallelism == {"src": 2, "agg": 4}
+
+
+def test_operator_true_rate_is_the_windows_average_rate_over_its_average_busy_time():
+    """Averaged per sample, a nearly idle minute (1,000 rps at 10% busy: 10,000) weighed as much as a busy
+    one; the operator divides the averages: 2,000 rps / 0.5 = 4,000."""
+    from simulator.baselines.vertex_operator import _rate, _Sample
+
+    samples = [_Sample(60.0, 1_000.0, 1_000.0, 0.1), _Sample(120.0, 3_000.0, 3_000.0, 0.9)]
+    assert _rate(samples) == pytest.approx(4_000.0)
+    assert _rate([*samples, _Sample(180.0, 5_000.0, 5_000.0, float("nan"))]) == pytest.approx(4_000.0)
 
 
 def test_operator_delays_a_scale_down_an_hour_and_takes_the_highest_recommendation():
