@@ -166,11 +166,11 @@ def restart_note(config: Config) -> str | None:
     scale-out restarts from a checkpoint that just completed; before, it rolled back to the last periodic
     one. On Flink 1.x the setting must be off (the plan would predict no replay where there is one); on
     2.x off is what measured better (the replay it assumes is a margin for the restart's spread: README,
-    *Flink 2.x scale-outs*). None when it suits, at vertex granularity (the per-vertex path restarts from a
+    *Flink 2.x scale-outs*). None when it is off, at vertex granularity (the per-vertex path restarts from a
     checkpoint on Flink 2.x whatever the setting) or without a Flink REST API; one line when the version is
     unreadable."""
-    if granularity(config) == "vertex":
-        return None
+    if granularity(config) == "vertex" or not config.recovery.scale_out_at_checkpoint:
+        return None  # off suits every version (on Flink 2.x the replay it assumes is a margin)
     if config.target.kind != "prometheus+local-flink" and config.prometheus.flink_rest_url is None:
         return None
     rest = job_graph_rest(config)
@@ -181,8 +181,6 @@ def restart_note(config: Config) -> str | None:
         at_checkpoint = int(version.split(".")[0]) >= 2
     except (requests.RequestException, KeyError, TypeError, ValueError) as error:
         return f"cannot read the Flink version at {rest.url} ({type(error).__name__}) to check recovery.scale_out_at_checkpoint"
-    if not config.recovery.scale_out_at_checkpoint:
-        return None
     if at_checkpoint:
         return (
             f"Flink {version} restarts a scale-out from a checkpoint that just completed (FLIP-461), as "

@@ -18,13 +18,16 @@ from tests.backends.fake_http import FakeServer
 from tests.backends.kube_emulator import KubeEmulator
 from tests.e2e.stack import PrometheusServer
 
+VECTOR_QUERIES = {f: "vector(1)" for f in PrometheusConfig.model_fields if f.startswith("query_")}
+"""Queries a real Prometheus scraping nothing always answers with a series."""
 
-@pytest.fixture
-def prometheus():
-    body = json.dumps({"status": "success", "data": {"resultType": "scalar", "result": [1, "1"]}}).encode()
-    server = FakeServer(lambda handler: (200, body))
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory):
+    """A real Prometheus (scraping nothing) for the tests whose queries are all `vector(1)`."""
+    server = PrometheusServer(tmp_path_factory.mktemp("prometheus"))
     yield server.url
-    server.close()
+    server.stop()
 
 
 def _closed_port_url() -> str:
@@ -41,7 +44,7 @@ def _write(
         yaml.safe_dump(
             {
                 "target": {"kind": "prometheus+kubernetes"},
-                "prometheus": {"url": prometheus_url, "timeout_s": 1, "retries": 0},
+                "prometheus": {"url": prometheus_url, "timeout_s": 1, "retries": 0, **VECTOR_QUERIES},
                 "kubernetes": {
                     "kubeconfig": str(kubeconfig),
                     "namespace": "flink",
@@ -101,7 +104,7 @@ def test_every_query_is_tried_once_a_required_one_without_series_fails_an_option
 ):
     """A real Prometheus (scraping nothing): `vector(1)` always answers, `absent_metric` never does."""
     server = PrometheusServer(tmp_path / "prometheus")
-    queries = {f: "vector(1)" for f in PrometheusConfig.model_fields if f.startswith("query_")}
+    queries = dict(VECTOR_QUERIES)
     queries["query_state_cache_hits"] = "vector(1) or rate(absent_metric[$window])"  # a parse error unfilled
     try:
         with KubeEmulator() as kube:
@@ -177,21 +180,27 @@ def test_vertex_granularity_names_a_cluster_without_the_adaptive_scheduler_a_con
     assert not any(what.startswith("per-vertex") for what in job_level)  # job granularity: not asked
 
 
+V1, V2 = json.dumps({"flink-version": "1.20.0"}).encode(), json.dumps({"flink-version": "2.3.0"}).encode()
+
+
 @pytest.mark.parametrize(
-    ("answer", "expected"),
+    ("answer", "at_checkpoint", "expected"),
     [
-        (json.dumps({"flink-version": "1.20.0"}).encode(), "note: Flink 1.20.0 rolls a scale-out back"),
-        (json.dumps({"flink-version": "2.3.0"}).encode(), None),
-        (b"<html>proxy error</html>", "note: cannot read the Flink version at "),
-        (None, "note: cannot read the Flink version at "),  # nothing listens
+        (V1, True, "note: Flink 1.20.0 rolls a scale-out back"),
+        (V1, False, None),
+        (V2, True, "note: Flink 2.3.0 restarts a scale-out from a checkpoint that just completed"),
+        (V2, False, None),  # off measured better on Flink 2.x too
+        (b"<html>proxy error</html>", True, "note: cannot read the Flink version at "),
+        (None, True, "note: cannot read the Flink version at "),  # nothing listens
+        (None, False, None),  # off suits every version: not asked
     ],
 )
-def test_check_config_notes_a_restart_setting_that_does_not_match_the_clusters_flink(
-    tmp_path, prometheus, capsys, answer, expected
+def test_check_config_notes_what_the_restart_setting_does_on_the_clusters_flink(
+    tmp_path, prometheus, capsys, answer, at_checkpoint, expected
 ):
-    """The config says Flink 2.x scale-outs (recovery.scale_out_at_checkpoint: true). A Flink 1.x JobManager is
-    a stand-in here (only 2.3 runs on this machine; the e2e suite checks the real 2.3 one); an HTML answer
-    and a closed port give one line, never a traceback."""
+    """recovery.scale_out_at_checkpoint against the cluster's Flink. A Flink 1.x JobManager is a stand-in
+    here (only 2.3 runs on this machine; the e2e suite checks the real 2.3 one); an HTML answer and a closed
+    port give one line, never a traceback."""
     flink = FakeServer(lambda handler: (200, answer)) if answer is not None else None
     url = flink.url if flink else _closed_port_url()
     with KubeEmulator() as kube:
@@ -200,7 +209,7 @@ def test_check_config_notes_a_restart_setting_that_does_not_match_the_clusters_f
         path = _write(tmp_path, prometheus, tmp_path / "kubeconfig")
         config = yaml.safe_load(path.read_text())
         config["prometheus"]["flink_rest_url"] = url
-        config["recovery"] = {"scale_out_at_checkpoint": True}
+        config["recovery"] = {"scale_out_at_checkpoint": at_checkpoint}
         path.write_text(yaml.safe_dump(config))
         assert main(["check-config", str(path)]) == 0
     if flink:

@@ -4,15 +4,12 @@ its audit events name the job and the target."""
 
 from __future__ import annotations
 
-import json
-
 import requests
 from kubernetes import client
 
-from tests.backends.fake_http import FakeServer
 from tests.backends.kube_emulator import KubeEmulator
 from tests.e2e.daemon_process import DaemonProcess
-from tests.e2e.stack import free_port, wait_for
+from tests.e2e.stack import PrometheusServer, free_port, wait_for
 
 NS, NAME = "flink", "flink-taskmanager"
 
@@ -25,8 +22,7 @@ def _events(kube: KubeEmulator) -> list[str]:
 
 
 def test_a_conflicting_hpa_is_refused_visibly_until_it_is_deleted(tmp_path):
-    empty = json.dumps({"status": "success", "data": {"resultType": "vector", "result": []}}).encode()
-    prometheus = FakeServer(lambda handler: (200, empty))
+    prometheus = PrometheusServer(tmp_path / "prometheus")  # scrapes nothing: every iteration holds
     port = free_port()
     config = {
         "target": {"kind": "prometheus+kubernetes"},
@@ -37,7 +33,7 @@ def test_a_conflicting_hpa_is_refused_visibly_until_it_is_deleted(tmp_path):
         "knowledge": {"path": str(tmp_path / "k.sqlite")},
         "server": {"host": "127.0.0.1", "port": port},
     }  # fmt: skip
-    with KubeEmulator() as kube:
+    with prometheus, KubeEmulator() as kube:
         kube.create_deployment(NS, NAME, replicas=2)
         kube.kubeconfig(tmp_path / "kubeconfig")
         hpas = client.AutoscalingV2Api(kube.api())
@@ -63,7 +59,6 @@ def test_a_conflicting_hpa_is_refused_visibly_until_it_is_deleted(tmp_path):
             assert _events(kube).count("ConflictingAutoscaler") == 1  # one event per change, not per loop
         finally:
             daemon.terminate()
-    prometheus.close()
     events = daemon.snapshot()
     strays = [e for e in events if e.get("target") != f"deployment/{NS}/{NAME}" or e.get("job") != NAME]
     assert events and not strays, strays[:3]

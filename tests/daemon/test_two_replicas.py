@@ -3,12 +3,9 @@ the Lease holder runs the loop; when it stops, the other takes over."""
 
 from __future__ import annotations
 
-import json
-
-from tests.backends.fake_http import FakeServer
 from tests.backends.kube_emulator import KubeEmulator
 from tests.e2e.daemon_process import DaemonProcess
-from tests.e2e.stack import free_port, wait_for
+from tests.e2e.stack import PrometheusServer, free_port, wait_for
 
 
 def _config(tmp_path, prometheus_url: str, identity: str) -> dict:
@@ -24,9 +21,8 @@ def _config(tmp_path, prometheus_url: str, identity: str) -> dict:
 
 
 def test_only_the_lease_holder_iterates_and_the_standby_takes_over_when_it_stops(tmp_path):
-    empty = json.dumps({"status": "success", "data": {"resultType": "vector", "result": []}}).encode()
-    prometheus = FakeServer(lambda handler: (200, empty))  # answers, with no data: every iteration holds
-    with KubeEmulator() as kube:
+    # a real Prometheus scraping nothing: every iteration holds
+    with PrometheusServer(tmp_path / "prometheus") as prometheus, KubeEmulator() as kube:
         kube.create_deployment("flink", "flink-taskmanager", replicas=2)
         kube.kubeconfig(tmp_path / "kubeconfig")
         first = DaemonProcess(_config(tmp_path, prometheus.url, "replica-a"), tmp_path, "a")
@@ -44,5 +40,4 @@ def test_only_the_lease_holder_iterates_and_the_standby_takes_over_when_it_stops
             for daemon in (first, second):
                 if daemon is not None and daemon.process.poll() is None:
                     daemon.kill()
-    prometheus.close()
     assert all(e["decision"]["rule"] == "hold-bad-data" for e in first.iterations() + second.iterations())

@@ -150,6 +150,12 @@ class PrometheusServer:
             self.process.kill()
             self.process.wait()
 
+    def __enter__(self) -> PrometheusServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
 
 # ---- Flink ----------------------------------------------------------------------------------------
 class FlinkStack:
