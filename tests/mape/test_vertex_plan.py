@@ -54,7 +54,9 @@ class _Learned:
 
 
 class FakeDag:
-    """The slice of capacity/dag.py the plan reads: capacities linear in the parallelism."""
+    """The slice of capacity/dag.py the plan reads: capacities linear in the parallelism. A stand-in so
+    that each rule's test states the capacities it plans on (which rates were seen, which are unknown);
+    the plan on the real DagModel, learned from seeds, runs in tests/mape/test_vertex_plan_limits.py."""
 
     def __init__(self, rates=RATES, unknown=(), seen=None):
         self.rates, self.unknown, self.seen = rates, set(unknown), seen
