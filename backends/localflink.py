@@ -37,7 +37,7 @@ from pathlib import Path
 
 import structlog
 
-from backends.flinkrest import FlinkRest
+from backends.flinkrest import BAD_ANSWER, FlinkRest
 from backends.retry import wait_s
 from backends.vertex_rescale import VertexExecution, VertexRescaler
 
@@ -82,6 +82,10 @@ class LocalFlinkCluster:
     def taskmanagers(self) -> list[int]:
         """Pids of the running TaskManagers, oldest first (dead ones are dropped from the file)."""
         return self._alive("taskmanagers", TASKMANAGER_CLASS)
+
+    def own_ids(self) -> set[str]:
+        """The resource ids (Flink's REST ids) of the running TaskManagers this cluster started."""
+        return {rid for pid in self.taskmanagers() if (rid := self.resource_id(pid)) is not None}
 
     def start_taskmanager(self) -> int:
         name = f"taskmanager-{time.time_ns()}"
@@ -288,12 +292,14 @@ class LocalFlinkTarget:
         self.rest = rest
         self.log = log or structlog.get_logger("foresail.target")
         self.process_base_mb = process_base_mb
+        self._foreign_said = False
 
     def reconfigure(self, scaleout: int, managed_mb: float, now_s: float) -> None:
         """Restart the TaskManagers, `scaleout` of them, with `managed_mb` managed memory each."""
         process_mb = self.process_base_mb + managed_mb
         self.cluster.set_memory(managed_mb, process_mb)
-        started, stopped = self.cluster.restart_taskmanagers(scaleout)
+        foreign = self.foreign_taskmanagers() or 0  # keep their memory: only foresail's are restarted
+        started, stopped = self.cluster.restart_taskmanagers(max(0, scaleout - foreign))
         self.log.info(
             "local-flink-reconfigured",
             scaleout=scaleout,
@@ -305,12 +311,41 @@ class LocalFlinkTarget:
         )
 
     def scale_to(self, scaleout: int, now_s: float) -> None:
-        started, stopped = self.cluster.scale_to(scaleout)
-        self.log.info("local-flink-scaled", scaleout=scaleout, started=started, stopped=stopped, time_s=now_s)
+        foreign = self.foreign_taskmanagers() or 0
+        started, stopped = self.cluster.scale_to(max(0, scaleout - foreign))
+        self.log.info(
+            "local-flink-scaled",
+            scaleout=scaleout,
+            started=started,
+            stopped=stopped,
+            foreign_taskmanagers=foreign,
+            time_s=now_s,
+        )
 
-    def desired(self) -> int:
-        """TaskManagers that run (or start) now: what the cluster is being scaled to."""
-        return len(self.cluster.taskmanagers())
+    def desired(self) -> int | None:
+        """TaskManagers that run (or start) now: what the cluster is being scaled to; None while the
+        JobManager does not say which TaskManagers it has."""
+        foreign = self.foreign_taskmanagers()
+        return None if foreign is None else len(self.cluster.taskmanagers()) + foreign
+
+    def foreign_taskmanagers(self) -> int | None:
+        """TaskManagers registered with the JobManager that this cluster did not start (Flink's scripts
+        started them): they count toward the scale-out and stay, as foresail stops only its own; None when
+        the REST API does not answer."""
+        try:
+            registered = set(self.rest.taskmanager_tasks())
+        except BAD_ANSWER:
+            return None
+        foreign = len(registered - self.cluster.own_ids())
+        if foreign and not self._foreign_said:
+            self._foreign_said = True
+            self.log.warning(
+                "local-flink-foreign-taskmanagers",
+                count=foreign,
+                reason="registered TaskManagers foresail did not start: they count toward the scale-out and "
+                "are never stopped (the scale-out cannot go below them)",
+            )
+        return foreign
 
     def ready(self, scaleout: int) -> bool:
         """The job runs at `scaleout` (Flink's REST API); false while it restarts or cannot be reached."""
@@ -332,7 +367,13 @@ class LocalTaskManagers:
         return before
 
     def registered(self) -> int:
-        return self.rest.taskmanager_count() or 0
+        """This cluster's TaskManagers registered with the JobManager (not a killed one Flink still lists
+        until its heartbeat times out, nor one that Flink's scripts started)."""
+        try:
+            registered = set(self.rest.taskmanager_tasks())
+        except BAD_ANSWER:
+            return 0
+        return len(registered & self.cluster.own_ids())
 
     def shrink_to(self, count: int) -> bool:
         pids = self.cluster.taskmanagers()
@@ -368,3 +409,13 @@ class LocalFlinkVertexTarget(LocalFlinkTarget):
     def desired(self) -> None:
         """Nothing to adopt at start-up: a per-vertex PUT is absolute, so deciding again is safe."""
         return None
+
+    def scale_to(self, scaleout: int, now_s: float) -> None:
+        """TaskManagers alone (the plan clamped a configuration to max_scaleout): started, or stopped only
+        where they hold no task, never under a running subtask."""
+        pool = LocalTaskManagers(self.cluster, self.rest)
+        if scaleout > len(self.cluster.taskmanagers()):
+            pool.grow_to(scaleout)
+        else:
+            pool.shrink_to(scaleout)
+        self.log.info("local-flink-taskmanagers", scaleout=scaleout, time_s=now_s)

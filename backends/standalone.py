@@ -11,6 +11,8 @@ a port range, and the `env.java.opts.all` line Flink ships (the module opens the
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import os
 import random
 import shutil
@@ -32,10 +34,12 @@ def _listen_range() -> range:
     """Ports below the kernel's ephemeral range: an outgoing connection never takes one of them between
     our probe and the server's bind (a JobManager once lost its REST port that way)."""
     try:
-        ephemeral_low = int(_EPHEMERAL_RANGE.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        ephemeral_low = 32768
-    return range(10000, max(ephemeral_low, 10001))
+        ephemeral_low, ephemeral_high = (int(n) for n in _EPHEMERAL_RANGE.read_text().split()[:2])
+    except (OSError, ValueError):
+        ephemeral_low, ephemeral_high = 32768, 60999
+    if ephemeral_low - 10000 >= 1000:
+        return range(10000, ephemeral_low)
+    return range(min(ephemeral_high + 1, 64536), 65536)  # a range that starts low: the ports above it
 
 
 def _bindable(ports: range) -> bool:
@@ -53,6 +57,8 @@ def _bindable(ports: range) -> bool:
 def free_port_range(count: int = 1) -> int:
     """First of `count` consecutive free ports, never one this process handed out before."""
     candidates = _listen_range()
+    if count > len(candidates):
+        raise RuntimeError(f"no {count} consecutive ports in {candidates.start}-{candidates.stop - 1}")
     for _ in range(500):
         base = random.randrange(candidates.start, candidates.stop - count + 1)
         ports = range(base, base + count)
@@ -186,9 +192,11 @@ class TraceFile:
         """From `lead_s` seconds on, each (rate, seconds) in turn, the last rate held after; returns the
         wall time at which the first one starts (a whole second of the trace)."""
         assert self.start_s is not None, "anchor the trace to the job's start first"
-        second = max(0, int(time.time() + lead_s - self.start_s))
+        # the first whole second at least `lead_s` ahead: the second in progress is never rewritten
+        second = max(0, math.ceil(time.time() + lead_s - self.start_s))
         past = self.rates[:second] + [self.rates[-1]] * max(0, second - len(self.rates))
-        self._write(past + [rate for rate, seconds in rates for _ in range(max(1, seconds))])
+        programmed = [rate for rate, seconds in rates for _ in range(seconds)] or [rates[-1][0]]
+        self._write(past + programmed)
         return self.start_s + second
 
     def _write(self, rates: list[int]) -> None:
@@ -208,8 +216,12 @@ def _shipped_java_opts(config: Path) -> str:
 
 
 def _yaml_scalar(value: str) -> str:
-    return (
+    """The value as YAML reads it back: plain where nothing in it means more to YAML ('a: b', '- x',
+    'null' do), else double-quoted (a JSON string is a YAML one)."""
+    plain = (
         value
-        if value and all(c.isalnum() or c in "._-/:=, " for c in value)
-        else "'" + value.replace("'", "''") + "'"
+        and not value.startswith("-")
+        and all(c.isalnum() or c in "._-/=," for c in value)
+        and value.lower() not in {"null", "true", "false", "yes", "no", "on", "off", "~"}
     )
+    return value if plain else json.dumps(value)

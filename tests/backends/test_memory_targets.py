@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import requests
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -271,3 +272,46 @@ def test_local_taskmanagers_restart_with_the_new_memory(cluster):
         "managed_mb": 316.0,
         "process_mb": 1316.0,
     }  # a restarted daemon finds it
+
+
+class _Registered:
+    """Flink's /taskmanagers as the local targets read it: resource id → tasks."""
+
+    def __init__(self, tasks: dict[str, int] | None) -> None:
+        self.tasks = tasks
+
+    def taskmanager_tasks(self) -> dict[str, int]:
+        if self.tasks is None:
+            raise requests.ConnectionError("the JobManager does not answer")
+        return dict(self.tasks)
+
+
+def test_taskmanagers_foresail_did_not_start_count_toward_the_scale_out_and_stay(cluster):
+    """A TaskManager started with Flink's scripts was invisible: desired() read 0, so a 'rescale to 0' was
+    adopted at start-up, and scale_to(2) started 2 beside it (3 ran)."""
+    cluster.scale_to(1)
+    rest = _Registered({**dict.fromkeys(cluster.own_ids(), 1), "10.0.0.9:6122-theirs": 1})
+    target = LocalFlinkTarget(cluster, rest)
+    assert target.desired() == 2
+    target.scale_to(3, now_s=0.0)
+    assert len(cluster.taskmanagers()) == 2  # 2 of foresail's beside theirs
+    target.scale_to(1, now_s=60.0)
+    assert cluster.taskmanagers() == []  # theirs stays: the scale-out cannot go below it
+    rest.tasks = None
+    assert target.desired() is None  # not known: nothing is adopted on a guess
+
+
+def test_a_per_vertex_target_counts_only_its_own_registered_taskmanagers_and_stops_only_free_ones(cluster):
+    """A killed TaskManager that Flink still lists made a new one look registered: the PUT went out early.
+    And a TaskManager-only change (a configuration clamped to max_scaleout) stopped the newest TaskManager,
+    which held a task."""
+    from backends.localflink import LocalFlinkVertexTarget, LocalTaskManagers
+
+    cluster.scale_to(2)
+    oldest, newest = (cluster.resource_id(pid) for pid in cluster.taskmanagers())
+    rest = _Registered({oldest: 0, "foresail-taskmanager-killed": 0})
+    assert LocalTaskManagers(cluster, rest).registered() == 1
+    rest.tasks = {oldest: 0, newest: 2}
+    target = LocalFlinkVertexTarget(cluster, rest)
+    target.scale_to(1, now_s=0.0)
+    assert [cluster.resource_id(pid) for pid in cluster.taskmanagers()] == [newest]

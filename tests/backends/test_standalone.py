@@ -24,11 +24,39 @@ def test_a_programmed_schedule_keeps_the_past_and_starts_on_a_whole_second(tmp_p
     after_s = time.time()
 
     second = round(starts_s - trace.start_s)
-    assert starts_s - trace.start_s == second and before_s + 1 <= starts_s <= after_s + 2
+    # the first whole second at least 2 s ahead: never the one in progress
+    assert starts_s - trace.start_s == second and before_s + 2 <= starts_s <= after_s + 3
     rates = _rates(trace)
-    assert rates[:10] == [7] * 10, "seconds already gone are not rewritten"
+    assert rates[:11] == [7] * 11, "seconds already gone, and the one in progress, are not rewritten"
     assert rates[second:] == [100, 100, 100, 5, 5], "then each phase for its seconds, the last rate held"
-    assert set(rates[10:second]) == {30}
+    assert set(rates[11:second]) == {30}
+    trace.program([(9, 0), (8, 2)], lead_s=0.0)
+    assert _rates(trace)[-2:] == [8, 8], "a phase of no seconds takes none"
+
+
+def test_written_values_read_back_as_written(tmp_path):
+    """'a: b', '- x' and 'null' were written plain: the file no longer parsed, or read back None."""
+    import yaml
+
+    from backends.standalone import _yaml_scalar
+
+    values = ["a: b", "- item", "null", "true", "-Xmx1g -Dx=y", "it's", "/opt/flink", "4", "0.0.0.0", ""]
+    text = "".join(f"k{i}: {_yaml_scalar(v)}\n" for i, v in enumerate(values))
+    read = yaml.safe_load(text)
+    assert [str(read[f"k{i}"]) for i in range(len(values))] == values
+    assert _yaml_scalar("/opt/flink") == "/opt/flink"  # plain where plain is safe
+
+
+def test_ports_are_found_above_an_ephemeral_range_that_starts_low(tmp_path, monkeypatch):
+    """With the kernel's range at 1024-60999 the ports below it were 10000 alone: the second port failed."""
+    from backends import standalone
+
+    ranges = tmp_path / "ip_local_port_range"
+    ranges.write_text("1024\t60999\n")
+    monkeypatch.setattr(standalone, "_EPHEMERAL_RANGE", ranges)
+    assert standalone._listen_range() == range(61000, 65536)
+    ports = [standalone.free_port() for _ in range(3)]
+    assert len(set(ports)) == 3 and all(61000 <= port < 65536 for port in ports)
 
 
 def test_the_written_configuration_keeps_the_shipped_java_options(tmp_path):
