@@ -48,18 +48,19 @@ class BoundedSession(requests.Session):
                 too_slow=requests.Timeout,
                 too_large=requests.ConnectionError,
             )
-            body = _decoded(
-                wire,
-                response.headers.get("Content-Encoding", ""),
-                url,
-                too_large=requests.ConnectionError,
-                undecodable=requests.exceptions.ContentDecodingError,
-            )
         except urllib3.exceptions.HTTPError as error:  # what `requests` would have wrapped reading it
             raise _as_requests_error(error, url) from error
         finally:
             response.close()
-        response._content = body  # what `response.content` would have read, read under the deadline
+        # what `response.content` would have read, read under the deadline (a damaged body is a bad
+        # answer, not a lost connection: the other queries of the reading still run)
+        response._content = _decoded(
+            wire,
+            response.headers.get("Content-Encoding", ""),
+            url,
+            too_large=requests.ConnectionError,
+            undecodable=requests.exceptions.ContentDecodingError,
+        )
         return response
 
 
@@ -132,14 +133,21 @@ def _decoded(
         raise undecodable(f"{url}: an answer in {encoding!r}, not asked for")
     zlib_wrapped = len(wire) >= 2 and wire[0] & 0x0F == 8 and (wire[0] << 8 | wire[1]) % 31 == 0
     wbits = 31 if encoding != "deflate" else 15 if zlib_wrapped else -15  # deflate: zlib data, or bare
-    decompressor = zlib.decompressobj(wbits)
-    try:
-        body = decompressor.decompress(wire, MAX_ANSWER_BYTES + 1)
-    except zlib.error as error:
-        raise undecodable(f"{url}: a damaged {encoding} answer") from error
-    if len(body) > MAX_ANSWER_BYTES or decompressor.unconsumed_tail:
-        raise too_large(f"{url}: the answer exceeds {MAX_ANSWER_BYTES} bytes")
-    return body
+    body, rest = bytearray(), wire
+    while rest:  # gzip may hold several members, one after the other
+        decompressor = zlib.decompressobj(wbits)
+        try:
+            body += decompressor.decompress(rest, MAX_ANSWER_BYTES + 1 - len(body))
+        except zlib.error as error:
+            if rest is not wire:  # bytes after a whole member that start none: ignored, as urllib3 does
+                break
+            raise undecodable(f"{url}: a damaged {encoding} answer") from error
+        if len(body) > MAX_ANSWER_BYTES or decompressor.unconsumed_tail:
+            raise too_large(f"{url}: the answer exceeds {MAX_ANSWER_BYTES} bytes")
+        if not decompressor.eof:
+            raise undecodable(f"{url}: a {encoding} answer cut short")
+        rest = decompressor.unused_data if wbits == 31 else b""
+    return bytes(body)
 
 
 def _as_requests_error(error: urllib3.exceptions.HTTPError, url: str) -> requests.RequestException:

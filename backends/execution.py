@@ -173,8 +173,9 @@ class RescaleFollower:
         return f"per-vertex rescale in progress for {elapsed:.0f} s ({stage}; {pending.vertex_parallelism})"
 
     def unconfirmed(self) -> None:
-        """A rescale request failed without a refusal (a timeout, retries exhausted): the server may have
-        applied it. The next check compares what the target wants with what runs, as at start-up."""
+        """A rescale request failed (a timeout, retries exhausted, or a refusal): the server may have applied
+        it. The next check compares what the target wants with what runs, as at start-up, which adopts
+        nothing where they agree."""
         self._adopted = False
         self._adopt_origin = "a request whose answer was lost"
 

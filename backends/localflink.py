@@ -54,6 +54,10 @@ class TaskManagersFailed(RuntimeError):
     """TaskManagers kept dying at start: the rescale is given up for this iteration."""
 
 
+OWN_ID_PREFIX = "foresail-"
+"""The resource ids of the TaskManagers foresail starts begin with it (`foresail-taskmanager-<ns>`)."""
+
+
 class LocalFlinkCluster:
     """The processes of one local cluster; the pid files in `state_dir` are the source of truth."""
 
@@ -89,7 +93,7 @@ class LocalFlinkCluster:
 
     def start_taskmanager(self) -> int:
         name = f"taskmanager-{time.time_ns()}"
-        resource_id = f"-D{RESOURCE_ID_KEY}=foresail-{name}"
+        resource_id = f"-D{RESOURCE_ID_KEY}={OWN_ID_PREFIX}{name}"
         command = ["bin/taskmanager.sh", "start-foreground", resource_id, *self._memory_flags()]
         pid = self._spawn(command, name)
         self._append("taskmanagers", pid)
@@ -336,7 +340,8 @@ class LocalFlinkTarget:
             registered = set(self.rest.taskmanager_tasks())
         except BAD_ANSWER:
             return None
-        foreign = len(registered - self.cluster.own_ids())
+        # not by the pid file: one of ours that died is listed until its heartbeat times out
+        foreign = sum(1 for rid in registered if not rid.startswith(OWN_ID_PREFIX))
         if foreign and not self._foreign_said:
             self._foreign_said = True
             self.log.warning(

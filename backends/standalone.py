@@ -31,8 +31,9 @@ _handed_out: set[int] = set()
 
 
 def _listen_range() -> range:
-    """Ports below the kernel's ephemeral range: an outgoing connection never takes one of them between
-    our probe and the server's bind (a JobManager once lost its REST port that way)."""
+    """Ports outside the kernel's ephemeral range (below it, or above one that starts low): an outgoing
+    connection never takes one of them between our probe and the server's bind (a JobManager once lost its
+    REST port that way)."""
     try:
         ephemeral_low, ephemeral_high = (int(n) for n in _EPHEMERAL_RANGE.read_text().split()[:2])
     except (OSError, ValueError):
@@ -195,7 +196,7 @@ class TraceFile:
         # the first whole second at least `lead_s` ahead: the second in progress is never rewritten
         second = max(0, math.ceil(time.time() + lead_s - self.start_s))
         past = self.rates[:second] + [self.rates[-1]] * max(0, second - len(self.rates))
-        programmed = [rate for rate, seconds in rates for _ in range(seconds)] or [rates[-1][0]]
+        programmed = [rate for rate, seconds in rates for _ in range(seconds)] or [r for r, _ in rates[-1:]]
         self._write(past + programmed)
         return self.start_s + second
 

@@ -162,7 +162,11 @@ def read_history(path: str | Path) -> pd.DataFrame:
         path.is_dir() and any(path.rglob("*.csv")) and not any(path.rglob("*.parquet"))
     )
     if csv:
-        files = sorted(path.rglob("*.csv")) if path.is_dir() else [path]
+        files = (
+            sorted(f for f in path.rglob("*.csv") if not f.name.startswith(("_", ".")) and f.stat().st_size)
+            if path.is_dir()
+            else [path]
+        )  # Spark skips files named _… or .… and reads an empty one as no rows
         frame = pd.concat([pd.read_csv(file) for file in files], ignore_index=True)
     else:
         frame = pq.read_table(path, partitioning="hive").to_pandas()
@@ -246,7 +250,11 @@ def csv_header_problem(path: str | Path) -> str | None:
     """Why the CSV files of `path` cannot be read as one table (None when they can): Spark takes the first
     file's header as the schema and fails on a file whose header names the columns in another order."""
     path = Path(path)
-    files = sorted(path.rglob("*.csv")) if path.is_dir() else [path]
+    files = (
+        sorted(f for f in path.rglob("*.csv") if not f.name.startswith(("_", ".")) and f.stat().st_size)
+        if path.is_dir()
+        else [path]
+    )  # Spark skips files named _… or .… and reads an empty one as no rows
     headers = {}
     for csv_file in files:
         with csv_file.open(encoding="utf-8-sig", errors="replace", newline="") as handle:

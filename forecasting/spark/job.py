@@ -53,11 +53,13 @@ with none that has the cores and memory asked for) would otherwise leave the job
 
 
 def spark_session(master: str | None = None, app_name: str = "foresail-retrain") -> Any:
-    """A session for the job (None: the master spark-submit set). Local masters bind to 127.0.0.1."""
+    """A session for the job (None: the master spark-submit set, else Spark's default, local). Local masters
+    bind to 127.0.0.1."""
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
-    if master is not None and master.startswith("local"):  # spark-submit's (None): its own settings
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit started this driver: its settings stand
+    if master.startswith("local") if master is not None else not submitted:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         # the Python workers run this interpreter: the one with pandas and pmdarima, activated or not
         # (PySpark would start `python3` from the PATH otherwise; it reads the variable, not the conf)

@@ -23,10 +23,8 @@ import math
 from mape.knowledge import Knowledge
 from mape.plan import Proposal
 from messages.types import Assessment
+from simulator.baselines.ds2 import BEHIND_S
 from simulator.baselines.vertex_common import bounded, hold, running, vertex_proposal
-
-BEHIND_S = 30.0
-"""A backlog above this many seconds of input means the job falls behind: minor changes count then."""
 
 
 class Ds2VertexPolicy:

@@ -14,6 +14,7 @@ import pytest
 import requests
 import urllib3
 
+from backends.bounded_http import BoundedSession
 from backends.flinkrest import FlinkRest
 from backends.kubernetes import DeploymentScale, api_client
 from backends.prometheus import PrometheusClient
@@ -143,3 +144,19 @@ def test_a_compressed_answer_over_the_size_cap_is_refused(monkeypatch):
         pytest.raises(requests.ConnectionError, match="exceeds 1000 bytes"),
     ):
         PrometheusClient(PrometheusConfig(url=url, timeout_s=2, retries=0)).instant("up", time.time())
+
+
+def test_a_gzip_answer_of_several_members_is_read_whole_and_a_damaged_one_is_a_bad_answer():
+    """zlib reads one gzip member: the second was dropped (the JSON cut in half). A damaged body was
+    reported as Prometheus unreachable, and the reading's other queries were skipped."""
+    halves = gzip.compress(b'{"status": "success", ') + gzip.compress(
+        b'"data": {"resultType": "vector", "result": []}}'
+    )
+    with raw_server(_answer(halves, "gzip")) as url:
+        assert PrometheusClient(PrometheusConfig(url=url, timeout_s=2, retries=0)).instant("up", 0.0) == []
+    with (
+        raw_server(_answer(b"\x1f\x8b\x08\x00 not gzip at all", "gzip")) as url,
+        pytest.raises(requests.exceptions.ContentDecodingError, match="a damaged gzip answer") as raised,
+    ):
+        BoundedSession().get(url, timeout=2)
+    assert not isinstance(raised.value, requests.ConnectionError)  # not "unreachable"

@@ -20,6 +20,7 @@ from backends.kubernetes import DeploymentScale, FlinkDeploymentScale, Kubernete
 from backends.localflink import LocalFlinkCluster, LocalFlinkTarget
 from messages.types import Observation
 from tests.backends.kube_emulator import TM_LABELS, KubeEmulator
+from tests.e2e.stack import wait_for
 
 NS, NAME = "flink", "flink-taskmanager"
 MANAGED = "-Dtaskmanager.memory.managed.size="
@@ -315,3 +316,16 @@ def test_a_per_vertex_target_counts_only_its_own_registered_taskmanagers_and_sto
     target = LocalFlinkVertexTarget(cluster, rest)
     target.scale_to(1, now_s=0.0)
     assert [cluster.resource_id(pid) for pid in cluster.taskmanagers()] == [newest]
+
+
+def test_one_of_foresails_own_taskmanagers_flink_still_lists_after_it_died_is_not_foreign(cluster):
+    """Counted by the pid file, a crashed TaskManager of foresail's that Flink listed until its heartbeat
+    timed out read as foreign: scale_to(3) started none to replace it."""
+    cluster.scale_to(3)
+    rest = _Registered(dict.fromkeys((cluster.resource_id(pid) for pid in cluster.taskmanagers()), 1))
+    os.kill(cluster.taskmanagers()[-1], signal.SIGKILL)
+    wait_for(lambda: len(cluster.taskmanagers()) == 2, 10, "the crashed TaskManager gone")
+    target = LocalFlinkTarget(cluster, rest)
+    assert target.foreign_taskmanagers() == 0
+    target.scale_to(3, now_s=0.0)
+    assert len(cluster.taskmanagers()) == 3

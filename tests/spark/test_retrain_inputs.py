@@ -166,3 +166,40 @@ def test_spark_submit_keeps_the_executors_python_it_was_given(tmp_path):
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "executor python: given" in done.stdout.splitlines()
+
+
+def test_retrain_run_directly_without_a_master_runs_its_workers_on_this_python(monkeypatch):
+    """Outside spark-submit no --master means Spark's local default: the workers must run this interpreter
+    (the one with pandas), as for local[...]; a first fix for spark-submit had left them PATH's python3.
+    Only the settings the session is built with are checked: a stand-in builder records them."""
+
+    class Builder:
+        def __init__(self) -> None:
+            self.settings: dict[str, str] = {}
+
+        def appName(self, name: str) -> Builder:
+            return self
+
+        def master(self, master: str) -> Builder:
+            self.settings["spark.master"] = master
+            return self
+
+        def config(self, key: str, value: str) -> Builder:
+            self.settings[key] = value
+            return self
+
+        def getOrCreate(self) -> dict[str, str]:
+            return self.settings
+
+    import pyspark.sql
+
+    monkeypatch.setattr(pyspark.sql.SparkSession, "builder", Builder())
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    settings = spark_job.spark_session(None)
+    assert settings["spark.pyspark.python"] == sys.executable == os.environ["PYSPARK_PYTHON"]
+    assert "spark.master" not in settings  # Spark's default master
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "40000")  # under spark-submit: its settings stand
+    monkeypatch.delenv("PYSPARK_PYTHON")
+    monkeypatch.setattr(pyspark.sql.SparkSession, "builder", Builder())
+    assert "spark.pyspark.python" not in spark_job.spark_session(None)
