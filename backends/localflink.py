@@ -368,7 +368,11 @@ class LocalTaskManagers:
     def grow_to(self, count: int) -> int:
         before = len(self.cluster.taskmanagers())
         if before < count:
-            self.cluster.scale_to(count)
+            try:
+                self.cluster.scale_to(count)
+            except TaskManagersFailed:  # those that did start hold no task (nothing was PUT): stopped
+                self.cluster.scale_to(before)
+                raise
         return before
 
     def registered(self) -> int:

@@ -342,3 +342,29 @@ def _catch(call, errors: list) -> None:
         call()
     except BaseException as error:
         errors.append(error)
+
+
+DIES_FROM_THE_THIRD_START = """#!/bin/bash
+# stands in for Flink's taskmanager.sh on a machine with room for two TaskManagers
+echo "started" >> "$(dirname "$0")/../started.log"
+[ "$(wc -l < "$(dirname "$0")/../started.log")" -ge 3 ] && exit 1
+trap 'exit 0' TERM
+while true; do sleep 0.1; done
+"""
+
+
+def test_taskmanagers_started_for_a_per_vertex_rescale_that_failed_to_start_are_stopped(tmp_path):
+    """Of three TaskManagers a rescale needed, two started and the third kept dying: the two ran on for
+    good, free of tasks, as nothing followed the rescale that failed."""
+    from backends.localflink import LocalTaskManagers
+
+    home = _flink_home(tmp_path, DIES_FROM_THE_THIRD_START)
+    cluster = LocalFlinkCluster(home, home / "conf", tmp_path / "state", start_attempts=2, start_grace_s=0.1)
+    cluster.scale_to(1)
+    try:
+        with pytest.raises(TaskManagersFailed):
+            LocalTaskManagers(cluster, rest=None).grow_to(3)
+        assert len(cluster.taskmanagers()) == 1  # back to what ran before
+    finally:
+        for pid in cluster.taskmanagers():
+            os.kill(pid, signal.SIGKILL)
