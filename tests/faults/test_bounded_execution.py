@@ -344,10 +344,11 @@ def _catch(call, errors: list) -> None:
         errors.append(error)
 
 
-DIES_FROM_THE_THIRD_START = """#!/bin/bash
-# stands in for Flink's taskmanager.sh on a machine with room for two TaskManagers
-echo "started" >> "$(dirname "$0")/../started.log"
-[ "$(wc -l < "$(dirname "$0")/../started.log")" -ge 3 ] && exit 1
+ROOM_FOR_TWO = """#!/bin/bash
+# stands in for Flink's taskmanager.sh on a machine with room for two TaskManagers (mkdir is atomic: of
+# those started at once, two get a place)
+home="$(dirname "$0")/.."
+mkdir "$home/place-1" 2>/dev/null || mkdir "$home/place-2" 2>/dev/null || exit 1
 trap 'exit 0' TERM
 while true; do sleep 0.1; done
 """
@@ -358,7 +359,7 @@ def test_taskmanagers_started_for_a_per_vertex_rescale_that_failed_to_start_are_
     good, free of tasks, as nothing followed the rescale that failed."""
     from backends.localflink import LocalTaskManagers
 
-    home = _flink_home(tmp_path, DIES_FROM_THE_THIRD_START)
+    home = _flink_home(tmp_path, ROOM_FOR_TWO)
     cluster = LocalFlinkCluster(home, home / "conf", tmp_path / "state", start_attempts=2, start_grace_s=0.1)
     cluster.scale_to(1)
     try:
