@@ -302,8 +302,8 @@ class LocalFlinkTarget:
         """Restart the TaskManagers, `scaleout` of them, with `managed_mb` managed memory each."""
         process_mb = self.process_base_mb + managed_mb
         self.cluster.set_memory(managed_mb, process_mb)
-        foreign = self.foreign_taskmanagers() or 0  # keep their memory: only foresail's are restarted
-        started, stopped = self.cluster.restart_taskmanagers(max(0, scaleout - foreign))
+        own, _ = self._shares(scaleout)  # theirs keep their memory: only foresail's are restarted
+        started, stopped = self.cluster.restart_taskmanagers(own)
         self.log.info(
             "local-flink-reconfigured",
             scaleout=scaleout,
@@ -315,8 +315,8 @@ class LocalFlinkTarget:
         )
 
     def scale_to(self, scaleout: int, now_s: float) -> None:
-        foreign = self.foreign_taskmanagers() or 0
-        started, stopped = self.cluster.scale_to(max(0, scaleout - foreign))
+        own, foreign = self._shares(scaleout)
+        started, stopped = self.cluster.scale_to(own)
         self.log.info(
             "local-flink-scaled",
             scaleout=scaleout,
@@ -325,6 +325,11 @@ class LocalFlinkTarget:
             foreign_taskmanagers=foreign,
             time_s=now_s,
         )
+
+    def _shares(self, scaleout: int) -> tuple[int, int]:
+        """foresail's TaskManagers of `scaleout`, and those it did not start (which count toward it)."""
+        foreign = self.foreign_taskmanagers() or 0
+        return max(0, scaleout - foreign), foreign
 
     def desired(self) -> int | None:
         """TaskManagers that run (or start) now: what the cluster is being scaled to; None while the

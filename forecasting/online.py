@@ -132,12 +132,10 @@ class WorkloadForecaster:
         self._model_source = model_source
         self._model_version: str | None = None  # the registry version last swapped in
         self._model_fingerprint = ""
-        self._rejected: tuple[str, str, float] | None = None
-        """The registry version last refused (version, fingerprint, when): not retried before
-        REJECTED_RETRY_S unless its content changes."""
         self._refused: dict[str, tuple[str, float]] = {}
-        """Every version refused since the start (version → fingerprint, when): meanwhile the newest
-        version before them runs."""
+        """Registry versions refused (version → fingerprint, when; the last refused last, and stored): not
+        retried before REJECTED_RETRY_S unless their content changes; meanwhile the newest version before
+        them runs."""
         self._next_poll_s = -np.inf
         self._peak_errors = PeakErrors(
             settings.horizon_steps,
@@ -549,19 +547,24 @@ class WorkloadForecaster:
         return None, ""
 
     def _refused_recently(self, version: str, fingerprint: str, now_s: float) -> bool:
-        refusals = dict(self._refused)
-        if self._rejected is not None:  # restored from the state
-            refusals.setdefault(self._rejected[0], self._rejected[1:])
-        refused = refusals.get(version)
+        refused = self._refused.get(version)
         # a changed content is tried at once, and a clock stepped back retries it
         return (
             refused is not None and refused[0] == fingerprint and 0 <= now_s - refused[1] < REJECTED_RETRY_S
         )
 
     def _reject(self, pending: _PendingFit, now_s: float) -> None:
-        self._rejected = (pending.version, pending.fingerprint, now_s)
+        self._refused.pop(pending.version, None)  # the last refused last
         self._refused[pending.version] = (pending.fingerprint, now_s)
         self._next_poll_s = now_s  # the next iteration tries the version before it
+
+    @property
+    def _rejected(self) -> tuple[str, str, float] | None:
+        """The version refused last (version, fingerprint, when): what the state keeps of the refusals."""
+        if not self._refused:
+            return None
+        version = next(reversed(self._refused))
+        return (version, *self._refused[version])
 
     @property
     def model_version(self) -> str | None:
@@ -693,7 +696,7 @@ class WorkloadForecaster:
         try:
             rejected = state.get("rejected")
             if rejected is not None:
-                self._rejected = (str(rejected[0]), str(rejected[1]), float(rejected[2]))
+                self._refused = {str(rejected[0]): (str(rejected[1]), float(rejected[2]))}
         except (TypeError, ValueError, IndexError) as exc:
             _emit("warning", "forecast_judgement_not_restored", part="rejected", error=repr(exc)[:300])
         self._peak_errors.load_state(state.get("peak_errors", {}))

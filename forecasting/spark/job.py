@@ -58,8 +58,9 @@ def spark_session(master: str | None = None, app_name: str = "foresail-retrain")
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
-    submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit started this driver: its settings stand
-    if master.startswith("local") if master is not None else not submitted:
+    # no master: spark-submit's (it started this driver: its settings stand), else Spark's local default
+    local = "PYSPARK_GATEWAY_PORT" not in os.environ if master is None else master.startswith("local")
+    if local:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         # the Python workers run this interpreter: the one with pandas and pmdarima, activated or not
         # (PySpark would start `python3` from the PATH otherwise; it reads the variable, not the conf)

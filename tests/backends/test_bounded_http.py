@@ -8,6 +8,7 @@ import gzip
 import threading
 import time
 import zlib
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler
 
 import pytest
@@ -22,15 +23,18 @@ from config.backends import KubernetesConfig, PrometheusConfig
 from tests.backends.fake_http import raw_server, send_headers, within
 
 
-@pytest.fixture
-def dripping_url():
+def _dripping(head: Callable[[BaseHTTPRequestHandler], None], first: bytes, chunk: bytes) -> Iterator[str]:
+    """A server that sends `head`, then `first`, then `chunk` every 50 ms (well inside each read's
+    timeout) until the test ends or the client gives up."""
+
     def drip(handler: BaseHTTPRequestHandler) -> None:
-        send_headers(handler, 1000000)
+        head(handler)
         try:
+            handler.wfile.write(first)
             while not stopped.is_set():
-                handler.wfile.write(b" ")  # whitespace: valid JSON, if it ever ended
+                handler.wfile.write(chunk)
                 handler.wfile.flush()
-                stopped.wait(0.05)  # the server's pace, well inside each read's timeout
+                stopped.wait(0.05)
         except OSError:  # the client gave up
             pass
 
@@ -38,6 +42,11 @@ def dripping_url():
     with raw_server(drip) as url:
         yield url
         stopped.set()
+
+
+@pytest.fixture
+def dripping_url():
+    yield from _dripping(lambda handler: send_headers(handler, 1000000), b"", b" ")  # whitespace: valid JSON
 
 
 def test_a_dripping_flink_rest_api_is_not_known_to_run(dripping_url):
@@ -100,24 +109,14 @@ def gzip_dripping_url():
     """Empty stored deflate blocks decode to nothing: a read that decoded as it went waited for output
     past every deadline (urllib3's `read1` reads on until it has some)."""
 
-    def drip(handler: BaseHTTPRequestHandler) -> None:
+    def head(handler: BaseHTTPRequestHandler) -> None:
         handler.send_response(200)
         handler.send_header("Content-Type", "application/json")
         handler.send_header("Content-Encoding", "gzip")
         handler.end_headers()  # no length: the answer ends when the connection does
-        try:
-            handler.wfile.write(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff")  # a gzip header
-            while not stopped.is_set():
-                handler.wfile.write(b"\x00\x00\x00\xff\xff")  # an empty stored block
-                handler.wfile.flush()
-                stopped.wait(0.05)
-        except OSError:
-            pass
 
-    stopped = threading.Event()
-    with raw_server(drip) as url:
-        yield url
-        stopped.set()
+    # a gzip header, then empty stored blocks
+    yield from _dripping(head, b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff", b"\x00\x00\x00\xff\xff")
 
 
 def test_a_gzip_answer_of_empty_blocks_times_out(gzip_dripping_url):
