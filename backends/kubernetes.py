@@ -417,6 +417,8 @@ OVERRIDES_KEY = "pipeline.jobvertex-parallelism-overrides"
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 FREE_POD_COST = "-1000"
 """Pod deletion cost given to a TaskManager pod without tasks: its ReplicaSet removes it first."""
+RELEASE_ANNOTATION = "foresail.io/release-taskmanagers"
+"""On the TaskManager Deployment: the replicas a pending release of surplus TaskManagers shrinks to."""
 
 
 class DeploymentTaskManagers:
@@ -443,7 +445,31 @@ class DeploymentTaskManagers:
         return before
 
     def registered(self) -> int:
-        return self.rest.taskmanager_count() or 0
+        """Pods of the Deployment whose TaskManager is registered: not a registration Flink keeps of one
+        that died until its heartbeat times out, nor two of one pod restarted in place."""
+        ids = set(self.rest.taskmanager_tasks())
+        return sum(1 for pod in self._pods() if _taskmanager_of(pod, ids))  # a read: asked again next loop
+
+    def pending_release(self) -> int | None:
+        annotations = self.retry(self.scale._read).metadata.annotations or {}
+        text = annotations.get(RELEASE_ANNOTATION) or ""
+        count = _scaleout(int(text)) if text.isdigit() else None
+        return count if count else None  # a release to 0 TaskManagers is no release
+
+    def remember_release(self, count: int | None) -> None:
+        """An annotation on the Deployment (its metadata: no rollout); None removes it."""
+        patch = {"metadata": {"annotations": {RELEASE_ANNOTATION: None if count is None else str(count)}}}
+        self.retry(
+            lambda: _applied(
+                self.scale.apps.patch_namespaced_deployment(
+                    self.scale.name,
+                    self.scale.namespace,
+                    patch,
+                    _content_type=MERGE_PATCH,
+                    **_write_options(self.scale.timeout_s),
+                )
+            )
+        )
 
     def shrink_to(self, count: int) -> bool:
         replicas = self.retry(self.scale.desired) or 0
@@ -556,6 +582,12 @@ class NativeTaskManagers:
 
     def shrink_to(self, count: int) -> bool:
         return True
+
+    def pending_release(self) -> None:
+        return None
+
+    def remember_release(self, count: int | None) -> None:
+        return None
 
 
 class KubernetesVertexTarget(KubernetesTarget):

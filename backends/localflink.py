@@ -4,8 +4,12 @@ In reactive mode the job runs at as many subtasks as there are TaskManagers (one
 starting or stopping TaskManager processes. Each runs `bin/taskmanager.sh start-foreground` (which execs
 the JVM, so its pid is the JVM's) with the cluster's `FLINK_CONF_DIR`, its working directory at the
 Flink home (TaskManagers resolve `usrlib/` from it) and its output in its own log file. The pids are kept
-in a file, so a restarted daemon finds the TaskManagers it started; stopping sends SIGTERM and does not
-wait (Flink's own `taskmanager.sh stop` waits up to 10 s).
+in a file, so a restarted daemon finds the TaskManagers it started (and adopts one it started but was
+killed before writing down: found by its resource id and its `FLINK_PID_DIR`, the state directory).
+Stopping sends SIGTERM and does not wait: the pid is kept in a second file and sent SIGKILL once it
+still runs `stop_grace_s` later (checked whenever the TaskManagers are listed), like Flink's own
+`taskmanager.sh stop`, which escalates after a timeout. Each TaskManager's console output goes to its own
+log file; those of TaskManagers gone are deleted beyond the newest `kept_logs`.
 
 Memory levels: TaskManagers start with the memory last set (dynamic properties
 `-Dtaskmanager.memory.managed.size=…` and `-Dtaskmanager.memory.process.size=…`, kept in the state
@@ -48,6 +52,11 @@ RESOURCE_ID_KEY = "taskmanager.resource-id"
 START_ATTEMPTS = 3
 START_GRACE_S = 0.5
 """A started TaskManager must still run this long after its start (doubling per attempt) to count."""
+STOP_GRACE_S = 30.0
+"""A TaskManager sent SIGTERM gets this long to shut down before SIGKILL."""
+KEPT_LOGS = 20
+"""Log files of TaskManagers no longer running that are kept (the newest) for a post-mortem."""
+RELEASE_FILE = "release-taskmanagers.json"
 
 
 class TaskManagersFailed(RuntimeError):
@@ -68,12 +77,16 @@ class LocalFlinkCluster:
         state_dir: Path,
         start_attempts: int = START_ATTEMPTS,
         start_grace_s: float = START_GRACE_S,
+        stop_grace_s: float = STOP_GRACE_S,
+        kept_logs: int = KEPT_LOGS,
     ) -> None:
         self.start_attempts = start_attempts
         self.start_grace_s = start_grace_s
+        self.stop_grace_s = stop_grace_s
+        self.kept_logs = kept_logs
         self.flink_home = Path(flink_home)
         self.conf_dir = Path(conf_dir)
-        self.state_dir = Path(state_dir)
+        self.state_dir = Path(state_dir).resolve()  # spelt alike in every TaskManager's FLINK_PID_DIR
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.logs: dict[int, Path] = {}
         """Pid → log file of every process this object started."""
@@ -81,10 +94,12 @@ class LocalFlinkCluster:
             raise FileNotFoundError(
                 f"no Flink distribution at {self.flink_home} (bin/taskmanager.sh missing)"
             )
+        self._adopt_unlisted()
 
     # ---- TaskManagers ---------------------------------------------------------------------------
     def taskmanagers(self) -> list[int]:
         """Pids of the running TaskManagers, oldest first (dead ones are dropped from the file)."""
+        self._finish_stopping()
         return self._alive("taskmanagers", TASKMANAGER_CLASS)
 
     def own_ids(self) -> set[str]:
@@ -92,6 +107,7 @@ class LocalFlinkCluster:
         return {rid for pid in self.taskmanagers() if (rid := self.resource_id(pid)) is not None}
 
     def start_taskmanager(self) -> int:
+        self._prune_logs()
         name = f"taskmanager-{time.time_ns()}"
         resource_id = f"-D{RESOURCE_ID_KEY}={OWN_ID_PREFIX}{name}"
         command = ["bin/taskmanager.sh", "start-foreground", resource_id, *self._memory_flags()]
@@ -136,10 +152,73 @@ class LocalFlinkCluster:
         pid = pid if pid is not None else (pids[-1] if pids else None)
         if pid not in pids:
             return None
+        self._write_stopping({**self._stopping(), pid: time.time()})  # first: a restart escalates too
+        self._write("taskmanagers", [p for p in pids if p != pid])
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
-        self._write("taskmanagers", [p for p in pids if p != pid])
         return pid
+
+    def _finish_stopping(self) -> None:
+        """SIGKILL to a stopped TaskManager that still runs `stop_grace_s` after its SIGTERM (the time is
+        in the file, so a restarted daemon escalates too); gone ones leave the file."""
+        listed, now_s = self._signalled(), time.time()
+        stopping = {pid: t for pid, t in listed.items() if _is_process(pid, TASKMANAGER_CLASS)}
+        for pid, signalled_s in stopping.items():
+            if now_s - signalled_s >= self.stop_grace_s:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        left = {pid: t for pid, t in stopping.items() if now_s - t < self.stop_grace_s}
+        if left != listed:
+            self._write_stopping(left)
+
+    def _stopping(self) -> dict[int, float]:
+        """TaskManagers sent SIGTERM that still run → when (epoch seconds)."""
+        return {pid: t for pid, t in self._signalled().items() if _is_process(pid, TASKMANAGER_CLASS)}
+
+    def _signalled(self) -> dict[int, float]:
+        try:
+            lines = self._path("stopping").read_text().splitlines()
+        except FileNotFoundError:
+            return {}
+        signalled = {}
+        for line in lines:
+            fields = line.split()
+            with contextlib.suppress(ValueError, IndexError):
+                signalled[int(fields[0])] = float(fields[1])
+        return signalled
+
+    def _write_stopping(self, signalled: dict[int, float]) -> None:
+        temporary = self._path("stopping").with_suffix(".tmp")
+        temporary.write_text("".join(f"{pid} {t:.3f}\n" for pid, t in signalled.items()))
+        temporary.replace(self._path("stopping"))
+
+    def _adopt_unlisted(self) -> None:
+        """TaskManagers of this cluster that run but are in no pid file (the daemon was killed between
+        starting one and writing its pid) are listed again, not left to run unseen."""
+        listed = set(self._read("taskmanagers")) | set(self._stopping())
+        marker = f"FLINK_PID_DIR={self.state_dir}".encode()
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) in listed:
+                continue
+            pid = int(entry.name)
+            try:
+                environment = (entry / "environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if marker in environment and self.resource_id(pid) and _is_process(pid, TASKMANAGER_CLASS):
+                self._append("taskmanagers", pid)
+
+    def _prune_logs(self) -> None:
+        """Deletes the log files of TaskManagers gone, all but the newest `kept_logs`."""
+        running = {
+            f"{rid.removeprefix(OWN_ID_PREFIX)}.log"
+            for pid in [*self._read("taskmanagers"), *self._stopping()]
+            if (rid := self.resource_id(pid)) is not None
+        }
+        logs = sorted(self.state_dir.glob("taskmanager-*.log"), key=lambda p: p.stat().st_mtime)
+        gone = [log for log in logs if log.name not in running]
+        for log in gone[: max(0, len(gone) - self.kept_logs)]:
+            log.unlink(missing_ok=True)
 
     @staticmethod
     def resource_id(pid: int) -> str | None:
@@ -188,7 +267,7 @@ class LocalFlinkCluster:
 
     def stop_all(self, timeout_s: float = 30.0) -> None:
         """SIGTERM every process of the cluster, then SIGKILL what still runs after `timeout_s`."""
-        pids = self.taskmanagers() + [p for p in [self.jobmanager()] if p]
+        pids = [*self._stopping(), *self.taskmanagers()] + [p for p in [self.jobmanager()] if p]
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
@@ -199,6 +278,7 @@ class LocalFlinkCluster:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         self._write("taskmanagers", [])
+        self._write_stopping({})
         self._write("jobmanager", [])
 
     # ---- bookkeeping ----------------------------------------------------------------------------
@@ -399,6 +479,24 @@ class LocalTaskManagers:
         for pid in free[:surplus]:
             self.cluster.stop_taskmanager(pid)
         return len(free) >= surplus
+
+    def pending_release(self) -> int | None:
+        try:
+            count = json.loads((self.cluster.state_dir / RELEASE_FILE).read_text())
+        except (
+            FileNotFoundError,
+            ValueError,
+        ):  # none, or a file cut short: no release is better than a wrong one
+            return None
+        return count if isinstance(count, int) and not isinstance(count, bool) and count >= 1 else None
+
+    def remember_release(self, count: int | None) -> None:
+        path = self.cluster.state_dir / RELEASE_FILE
+        if count is None:
+            path.unlink(missing_ok=True)
+            return
+        path.with_suffix(".tmp").write_text(json.dumps(count))
+        path.with_suffix(".tmp").replace(path)
 
 
 class LocalFlinkVertexTarget(LocalFlinkTarget):

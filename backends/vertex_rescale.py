@@ -245,6 +245,14 @@ class TaskManagerPool(Protocol):
         """Stop surplus TaskManagers whose slots hold no task, down to `count`; True when none is left."""
         ...
 
+    def pending_release(self) -> int | None:
+        """The count a release of surplus TaskManagers waits to shrink to, as last remembered; None: none."""
+        ...
+
+    def remember_release(self, count: int | None) -> None:
+        """Keep the count a release waits for where a restarted daemon finds it (None: nothing to release)."""
+        ...
+
 
 class VertexExecution:
     """One per-vertex rescale at a time, in order: TaskManagers up, PUT, follow, surplus TaskManagers down.
@@ -253,7 +261,11 @@ class VertexExecution:
     registered already (a scale-down, or a scale-up with spare slots); `advance`, called on every
     observation, PUTs once they are (a PUT before would restart the job twice: at the slots there are,
     then again when the rest arrive), reports the rescale when it has finished, then stops the TaskManagers
-    left without tasks."""
+    left without tasks.
+
+    What a release waits for is remembered by the pool (`remember_release`), so a daemon restarted
+    meanwhile still stops the surplus: those a finished scale-down left, and those started for a rescale
+    that never went out."""
 
     def __init__(
         self,
@@ -269,10 +281,13 @@ class VertexExecution:
         self.requested: RequestedRescale | None = None
         self.keep_taskmanagers: int | None = None
         """TaskManagers to keep once the rescale has finished (surplus ones are stopped when free)."""
+        self._remembered: tuple[int | None] | None = None
+        """The release count the pool holds, once read or written (None: not read yet)."""
 
     def scale_vertices(self, vertex_parallelism: Mapping[str, int], taskmanagers: int) -> None:
         if taskmanagers < 1:
             raise RescaleRejected(f"the plan asks for {taskmanagers} TaskManagers")
+        self._recall()
         before = self.pool.grow_to(taskmanagers)
         self.requested = None
         self.waiting = (dict(vertex_parallelism), taskmanagers, before)
@@ -283,12 +298,18 @@ class VertexExecution:
                 self._release_started(before)
             self.waiting = None  # failed here, the rescale is not followed: it must not be PUT later either
             raise
+        finally:
+            self._remember()
 
     def advance(self, act: bool = True) -> CompletedRescale | None:
         """Moves the rescale on (see the class docstring); the completed rescale, once, when it finishes.
         Without `act` (foresail only recommends) it follows only: no PUT, no TaskManager stopped."""
         if act:
-            self._request_when_registered()
+            self._recall()
+            try:
+                self._request_when_registered()
+            finally:
+                self._remember()
         completed = None
         if self.requested is not None:
             completed = self.rescaler.finished(self.requested)
@@ -300,6 +321,7 @@ class VertexExecution:
                     self.keep_taskmanagers = None
             except Exception as error:  # the rescale finished all the same; the release is tried again
                 self.log.warning("taskmanagers-release-failed", error=described(error))
+            self._remember()
         return completed
 
     def idle(self) -> bool:
@@ -312,6 +334,38 @@ class VertexExecution:
         if self.waiting is not None:
             self._release_started(self.waiting[2])
         self.waiting = self.requested = None
+        self._remember()
+
+    def _recall(self) -> None:
+        """A restarted daemon takes up the release its predecessor left (once, when the pool answers)."""
+        if self._remembered is not None:
+            return
+        try:
+            count = self.pool.pending_release()
+        except Exception as error:  # asked again at the next step
+            self.log.warning("taskmanagers-release-unknown", error=described(error))
+            return
+        self._remembered = (count,)
+        if count is not None and self.keep_taskmanagers is None and self.idle():
+            self.keep_taskmanagers = count
+            self.log.info("taskmanagers-release-resumed", keep_taskmanagers=count)
+
+    def _remember(self) -> None:
+        """The count a restarted daemon must release to: the pending release, else the count before a
+        rescale still waiting for its TaskManagers (it never went out if the daemon stops now)."""
+        if self._remembered is None:
+            return  # not read yet: writing now could drop what a predecessor left
+        count = self.keep_taskmanagers
+        if count is None and self.waiting is not None:
+            count = self.waiting[2]
+        if (count,) == self._remembered:
+            return
+        try:
+            self.pool.remember_release(count)
+        except Exception as error:  # kept in memory all the same; written again at the next change
+            self.log.warning("taskmanagers-release-not-remembered", error=described(error))
+            return
+        self._remembered = (count,)
 
     def _request_when_registered(self) -> None:
         if self.waiting is None:

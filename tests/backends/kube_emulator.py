@@ -44,6 +44,7 @@ class KubeEmulator:
         self._stop = asyncio.Event()
         async with kmock.KubernetesEmulator() as handler, kmock.Server(handler) as server:
             self.handler = handler
+            handler.resources["v1/pods"] = {}  # a real API server lists none before any is made
             self.url = str(server.url).rstrip("/")
             self._ready.set()
             await self._stop.wait()

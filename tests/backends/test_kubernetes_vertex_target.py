@@ -18,6 +18,7 @@ from backends.flinkrest import FlinkRest
 from backends.kubernetes import (
     DELETION_COST,
     OVERRIDES_KEY,
+    RELEASE_ANNOTATION,
     DeploymentScale,
     FlinkDeploymentScale,
     KubernetesVertexTarget,
@@ -112,11 +113,14 @@ def _deployment_target(kube: KubeEmulator, flink: FakeJobManager, leadership=Non
 
 def test_a_scale_up_raises_the_replicas_first_and_puts_once_the_new_taskmanager_registered(kube):
     kube.create_deployment(NS, NAME, replicas=1)
-    flink = FakeJobManager({A: 1, B: 1}, {"10.0.0.1:6122-aaaaaa": 2})
+    _pod(kube, "flink-taskmanager-0", "10.0.0.1")
+    # one that an OOM kill took: Flink lists it until its heartbeat times out, it has no pod any more
+    flink = FakeJobManager({A: 1, B: 1}, {"10.0.0.1:6122-aaaaaa": 2, "10.0.0.9:6122-dead00": 0})
     target = _deployment_target(kube, flink)
     target.scale_vertices({A: 1, B: 2}, 2, now_s=0.0)
     assert kube.replicas(NS, NAME) == 2 and flink.puts() == []  # the TaskManager is not up yet
-    assert target.execution.advance() is None and flink.puts() == []
+    _pod(kube, "flink-taskmanager-1", "10.0.0.2")  # what the ReplicaSet controller would do
+    assert target.execution.advance() is None and flink.puts() == []  # the dead registration not counted
     flink.taskmanagers["flink-taskmanager-1"] = 0  # registered (resource id = pod name)
     assert target.execution.advance() is None
     assert flink.puts() == [
@@ -157,6 +161,23 @@ def test_a_scale_down_removes_only_the_pod_whose_taskmanager_holds_no_task(kube)
     }
     assert costs == {"tm-busy": None, "tm-free": "-1000"}
     assert kube.replicas(NS, NAME) == 1 and target.execution.keep_taskmanagers is None
+    flink.server.close()
+
+
+def test_a_daemon_restarted_before_the_surplus_was_free_still_releases_it(kube):
+    """The count to release to is an annotation on the Deployment (no rollout), not only in memory."""
+    flink, target = _two_pods(kube, ("tm-0", "tm-1"), {A: 1, B: 2}, (2, 1))
+    target.scale_vertices({A: 1, B: 1}, 1, now_s=0.0)
+    flink.restart_at({A: 1, B: 1}, after_put_s=2.0)
+    assert target.execution.advance() is not None and kube.replicas(NS, NAME) == 2  # both hold tasks
+    apps = client.AppsV1Api(kube.api())
+    annotations = apps.read_namespaced_deployment(NAME, NS).metadata.annotations
+    assert annotations[RELEASE_ANNOTATION] == "1"
+    flink.taskmanagers["10.0.0.2:6122-bbbbbb"] = 0
+    restarted = _deployment_target(kube, flink)  # a new daemon: a new execution object
+    restarted.execution.advance()
+    assert kube.replicas(NS, NAME) == 1
+    assert RELEASE_ANNOTATION not in (apps.read_namespaced_deployment(NAME, NS).metadata.annotations or {})
     flink.server.close()
 
 
@@ -223,6 +244,7 @@ def test_a_leader_that_loses_the_lease_while_a_taskmanager_starts_does_not_put_l
     """A scale-up's PUT goes out loops after the decision, once the TaskManager registers: leadership is
     asked again then, not only when the replicas were raised."""
     kube.create_deployment(NS, NAME, replicas=1)
+    _pod(kube, "flink-taskmanager-0", "10.0.0.1")
     flink = FakeJobManager({A: 1}, {"10.0.0.1:6122-aaaaaa": 1})
 
     class Lease:
@@ -236,6 +258,7 @@ def test_a_leader_that_loses_the_lease_while_a_taskmanager_starts_does_not_put_l
     target.scale_vertices({A: 2}, 2, now_s=0.0)
     assert kube.replicas(NS, NAME) == 2 and flink.puts() == []
     lease.held = False
+    _pod(kube, "flink-taskmanager-1", "10.0.0.2")
     flink.taskmanagers["flink-taskmanager-1"] = 0
     with pytest.raises(NotLeader):
         target.execution.advance()

@@ -75,6 +75,15 @@ class FakePool:
         self.running = max(count, count + self.busy) if self.running > count else self.running
         return self.running <= count
 
+    remembered: int | None = None
+    """What a restarted daemon finds (the pool's own store: a file, an annotation)."""
+
+    def pending_release(self) -> int | None:
+        return self.remembered
+
+    def remember_release(self, count: int | None) -> None:
+        self.remembered = count
+
 
 def _completed(parallelism: int, finished_s: float = 103.2) -> CompletedRescale:
     return CompletedRescale(100.0, finished_s, "vertex", {A: 1, B: parallelism})
@@ -106,6 +115,42 @@ def test_a_scale_down_puts_at_once_and_stops_taskmanagers_only_after_the_rescale
     pool.busy = 0
     execution.advance()
     assert pool.running == 1 and execution.keep_taskmanagers is None
+
+
+@pytest.mark.parametrize("stage", ["waiting for its TaskManagers", "scaled down, surplus still busy"])
+def test_a_restarted_daemon_releases_the_surplus_its_predecessor_left(stage):
+    """The release count lives in the pool, not in the execution object a restart loses: TaskManagers
+    started for a rescale that never went out, or left by a scale-down, are still stopped when free."""
+    rescaler, pool = FakeRescaler(), FakePool(running=1 if stage.startswith("waiting") else 3)
+    if stage.startswith("waiting"):
+        VertexExecution(rescaler, pool).scale_vertices({A: 1, B: 3}, taskmanagers=3)
+        assert pool.running == 3 and rescaler.requests == []  # started, not registered: no PUT yet
+        kept = 1
+    else:
+        pool.busy = 2
+        first = VertexExecution(rescaler, pool)
+        first.scale_vertices({A: 1, B: 1}, taskmanagers=1)
+        rescaler.done = _completed(1)
+        first.advance()
+        assert pool.running == 3  # both surplus ones still hold tasks
+        kept = 1
+    pool.busy, rescaler.done = 0, None
+    restarted = VertexExecution(FakeRescaler(), pool)  # the daemon restarted: a new execution object
+    restarted.advance()
+    assert pool.running == kept and pool.remembered is None  # released, and the record cleared
+
+
+def test_a_rescale_that_went_out_replaces_the_remembered_release():
+    rescaler, pool = FakeRescaler(), FakePool(running=1)
+    execution = VertexExecution(rescaler, pool)
+    execution.scale_vertices({A: 1, B: 2}, taskmanagers=2)
+    assert pool.remembered == 1  # if the daemon stops now, the new one is surplus
+    pool.registered_count = 2
+    execution.advance()
+    assert rescaler.requests == [{A: 1, B: 2}] and pool.remembered == 2  # PUT: both are needed
+    rescaler.done = _completed(2)
+    execution.advance()
+    assert pool.running == 2 and pool.remembered is None
 
 
 def test_a_finished_rescale_is_reported_even_when_releasing_the_taskmanagers_fails():
