@@ -280,6 +280,10 @@ class FollowedTarget:
             reconfigure(scaleout, managed_mb, now_s)
         self.follower.requested(scaleout, now_s, managed_mb)
 
+    def configured_managed_mb(self) -> float | None:
+        configured = getattr(self.target, "configured_managed_mb", None)
+        return None if configured is None else configured()
+
     @contextmanager
     def _unconfirmed_on_failure(self) -> Iterator[None]:
         try:

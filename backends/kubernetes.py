@@ -9,7 +9,8 @@ after a crash or a retry cannot scale twice. Conflicts and server errors are ret
 
 Memory levels change the TaskManagers themselves: Flink's managed memory
 (`taskmanager.memory.managed.size`) and, to keep the heap as it was, the process and container memory
-(`taskmanager.memory.process.size`, the container's memory request and limit). On the Deployment that is
+(`taskmanager.memory.process.size`, the container's memory request and limit) with network memory and JVM
+overhead pinned (backends/flink_memory.py). On the Deployment that is
 one JSON patch of the pod template (dynamic properties `-D…` in the TaskManager container's args, and its
 resources) with the replicas; on a FlinkDeployment one merge patch of `spec.taskManager.resource.memory`
 and `spec.flinkConfiguration`. Every TaskManager pod restarts, which the loop counts as a rescale (give the
@@ -36,6 +37,14 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.incluster_config import InClusterConfigLoader
 
 from backends.bounded_http import BoundedPoolManager
+from backends.flink_memory import (
+    MANAGED_KEY,
+    PROCESS_KEY,
+    dynamic_properties,
+    mebibytes,
+    parse_mebibytes,
+    taskmanager_memory,
+)
 from backends.flinkrest import FlinkRest
 from backends.retry import with_retries
 from backends.vertex_rescale import (
@@ -50,7 +59,6 @@ from messages.types import CompletedRescale
 
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
-MANAGED_KEY, PROCESS_KEY = "taskmanager.memory.managed.size", "taskmanager.memory.process.size"
 FLINK_GROUP, FLINK_VERSION, FLINK_PLURAL = "flink.apache.org", "v1beta1", "flinkdeployments"
 
 
@@ -90,6 +98,8 @@ class ScaledResource(Protocol):
 
     def set_configuration(self, scaleout: int, managed_mb: float, process_mb: float) -> None: ...
 
+    def configured_managed_mb(self) -> float | None: ...
+
     def desired(self) -> int | None: ...
 
     def ready(self, scaleout: int) -> bool: ...
@@ -120,10 +130,9 @@ class DeploymentScale:
             raise ValueError(f"{self.description}: no container {self.container!r} (has {names})")
         index = names.index(self.container)
         container = template.containers[index]
-        flags = (f"-D{MANAGED_KEY}={_mebibytes(managed_mb)}", f"-D{PROCESS_KEY}={_mebibytes(process_mb)}")
-        args = [
-            a for a in container.args or [] if not a.startswith((f"-D{MANAGED_KEY}=", f"-D{PROCESS_KEY}="))
-        ]
+        flags = dynamic_properties(managed_mb, process_mb)
+        ours = tuple(f"{flag.split('=', 1)[0]}=" for flag in flags)
+        args = [a for a in container.args or [] if not a.startswith(ours)]
         resources = container.resources.to_dict() if container.resources else {}
         memory = f"{round(process_mb)}Mi"
         resources = {
@@ -142,6 +151,17 @@ class DeploymentScale:
                 self.name, self.namespace, patch, _content_type=JSON_PATCH, **_write_options(self.timeout_s)
             )
         )
+
+    def configured_managed_mb(self) -> float | None:
+        """The managed memory new TaskManager pods get (the template's flag); None: Flink's own config."""
+        container = next(
+            (c for c in self._read().spec.template.spec.containers if c.name == self.container), None
+        )
+        flag = f"-D{MANAGED_KEY}="
+        values = (
+            [a.removeprefix(flag) for a in (container.args or []) if a.startswith(flag)] if container else []
+        )
+        return parse_mebibytes(values[-1]) if values else None  # the last one wins, as in Flink
 
     def set_scaleout(self, scaleout: int) -> None:
         _applied(
@@ -197,13 +217,21 @@ class FlinkDeploymentScale:
         """Scale-out, TaskManager memory and managed memory in one merge patch of the spec."""
         memory = {
             "spec": {
-                "taskManager": {"resource": {"memory": _mebibytes(process_mb)}},
-                "flinkConfiguration": {MANAGED_KEY: _mebibytes(managed_mb)},
+                "taskManager": {"resource": {"memory": mebibytes(process_mb)}},
+                # the operator sets the process size from the resource above
+                "flinkConfiguration": {
+                    k: v for k, v in taskmanager_memory(managed_mb, process_mb).items() if k != PROCESS_KEY
+                },
             }
         }
         self._check_path()
         self.merge_patch(_merged(memory, self._scaleout_patch(scaleout)))
-        self.expected_managed = _mebibytes(managed_mb)
+        self.expected_managed = mebibytes(managed_mb)
+
+    def configured_managed_mb(self) -> float | None:
+        return parse_mebibytes(
+            (self._read().get("spec", {}).get("flinkConfiguration") or {}).get(MANAGED_KEY)
+        )
 
     def set_scaleout(self, scaleout: int) -> None:
         self._check_path()
@@ -317,6 +345,10 @@ class KubernetesTarget:
             time_s=now_s,
         )
 
+    def configured_managed_mb(self) -> float | None:
+        """The managed memory the resource gives TaskManagers it starts from now on (see MemoryScalingTarget)."""
+        return with_retries(self.resource.configured_managed_mb, self.retries, self.backoff_s)
+
     def _check_leader(self) -> None:
         if self.leadership is not None and not self.leadership.is_leader():
             raise NotLeader(f"not the leader: {self.resource.description} left as it is")
@@ -385,11 +417,6 @@ def _scaleout(value: object) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= FLINK_MAX_PARALLELISM:
         return None
     return value
-
-
-def _mebibytes(size_mb: float) -> str:
-    """A memory size as Flink reads it ('632m': mebibytes)."""
-    return f"{round(size_mb)}m"
 
 
 def _merged(a: dict, b: dict) -> dict:

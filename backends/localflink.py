@@ -41,6 +41,7 @@ from pathlib import Path
 
 import structlog
 
+from backends.flink_memory import dynamic_properties
 from backends.flinkrest import BAD_ANSWER, FlinkRest
 from backends.retry import wait_s
 from backends.vertex_rescale import VertexExecution, VertexRescaler
@@ -140,10 +141,7 @@ class LocalFlinkCluster:
         memory = self.memory()
         if memory is None:
             return []
-        return [
-            f"-Dtaskmanager.memory.managed.size={round(memory['managed_mb'])}m",
-            f"-Dtaskmanager.memory.process.size={round(memory['process_mb'])}m",
-        ]
+        return dynamic_properties(memory["managed_mb"], memory["process_mb"])
 
     def stop_taskmanager(self, pid: int | None = None) -> int | None:
         """SIGTERM to the TaskManager `pid` (default: the newest; Flink then rescales in); None when
@@ -393,6 +391,11 @@ class LocalFlinkTarget:
             stopped=stopped,
             time_s=now_s,
         )
+
+    def configured_managed_mb(self) -> float | None:
+        """The managed memory TaskManagers start with from now on; None: Flink's own configuration."""
+        memory = self.cluster.memory()
+        return None if memory is None else memory["managed_mb"]
 
     def scale_to(self, scaleout: int, now_s: float) -> None:
         own, foreign = self._shares(scaleout)

@@ -44,6 +44,12 @@ class MemoryScalingTarget(ScalingTarget, Protocol):
 
     def reconfigure(self, scaleout: int, managed_mb: float, now_s: float) -> None: ...
 
+    def configured_managed_mb(self) -> float | None:
+        """The managed memory TaskManagers started from now on get (None: unknown). It differs from what
+        runs after a change that never took effect (its pods never came up): a decision for the memory
+        that runs must then reconfigure too, or every later TaskManager starts with the failed one."""
+        ...
+
 
 class VertexScalingTarget(ScalingTarget, Protocol):
     """Execute side of per-vertex parallelism (Flink's adaptive scheduler): run `taskmanagers` TaskManagers

@@ -213,7 +213,9 @@ class MapeLoop:
         if decision.reconfigures:
             # a target that cannot change memory (an older backend) still gets the scale-out
             reconfigure = getattr(self.target, "reconfigure", None)
-            memory_applied = decision.changes_memory and reconfigure is not None
+            memory_applied = reconfigure is not None and (
+                decision.changes_memory or self._memory_left_behind(decision, result)
+            )
             try:
                 if memory_applied:
                     reconfigure(decision.target_scaleout, decision.target_managed_mb, result.time_s)
@@ -240,6 +242,19 @@ class MapeLoop:
                 return
         if result.observation is not None and result.observation.parallelism:
             knowledge.last_target_scaleout = result.observation.parallelism
+
+    def _memory_left_behind(self, decision: Decision, result: IterationResult) -> bool:
+        """The target would start TaskManagers with other managed memory than the decision's, which is
+        what runs: a change that never took effect (see MemoryScalingTarget.configured_managed_mb)."""
+        configured = getattr(self.target, "configured_managed_mb", None)
+        if decision.target_managed_mb is None or configured is None:
+            return False
+        try:
+            configured_mb = configured()
+        except Exception as error:  # unknown: the scale-out alone, as before
+            result.errors["configured-memory"] = _describe(error)
+            return False
+        return configured_mb is not None and abs(configured_mb - decision.target_managed_mb) >= 1.0
 
     def _execute_vertices(self, result: IterationResult) -> None:
         """A per-vertex rescale: every vertex's parallelism and the TaskManagers in one step. Its downtime

@@ -38,7 +38,7 @@ def test_the_role_grants_exactly_what_the_daemon_uses():
               for v in rule["verbs"]}  # fmt: skip
     assert grants == {
         ("apps", "deployments", "get"),  # desired replicas and readiness
-        ("apps", "deployments", "patch"),  # memory levels: the TaskManager template's memory
+        ("apps", "deployments", "patch"),  # memory levels (the template); a pending release (an annotation)
         ("apps", "deployments/scale", "patch"),  # the rescale
         ("coordination.k8s.io", "leases", "create"),  # leader election
         ("coordination.k8s.io", "leases", "get"),
@@ -46,6 +46,14 @@ def test_the_role_grants_exactly_what_the_daemon_uses():
         ("", "events", "create"),  # Events on the scaled object (backends/oversight.py)
         ("autoscaling", "horizontalpodautoscalers", "list"),  # refuse beside another autoscaler
     }
+
+
+def test_a_memory_change_replaces_the_taskmanagers_at_once():
+    """A rolling update would restart the job once per pod and run both memories side by side."""
+    taskmanager = next(
+        d for d in _documents("flink-reactive.yaml") if d["metadata"]["name"] == "flink-taskmanager"
+    )
+    assert taskmanager["spec"]["strategy"] == {"type": "Recreate"}
 
 
 def test_the_sidecar_is_probed_on_the_configured_port_and_runs_unprivileged():
@@ -218,22 +226,67 @@ def test_the_schema_check_rejects_a_misspelt_field():
         kubernetes_validate.validate(broken, KUBERNETES_VERSIONS[-1], strict=True)
 
 
-@pytest.mark.parametrize("process", ["GET_JM_RESOURCE_PARAMS", "GET_TM_RESOURCE_PARAMS"])
-def test_flink_starts_with_the_config_map_that_replaces_its_own(process, tmp_path):
-    """The config map's config.yaml is mounted over the image's: Flink's start-up scripts compute the JVM's
-    memory from it with this helper, which refuses a config without a memory size."""
+def _memory_of(process: str, config_dir: Path, *flags: str) -> subprocess.CompletedProcess:
+    """What Flink's start-up helper computes for the JVM's memory from the config and `flags`."""
     from tests.e2e.stack import flink_home
 
-    (config_map,) = _documents("flink-configmap.yaml")
-    (tmp_path / "config.yaml").write_text(config_map["data"]["config.yaml"])
     home = flink_home()
     classpath = f"{home / 'bin' / 'bash-java-utils.jar'}:{next((home / 'lib').glob('flink-dist-*.jar'))}"
     helper = "org.apache.flink.runtime.util.bash.BashJavaUtils"
-    run = subprocess.run(
-        [require_tool("java"), "-classpath", classpath, helper, process, "--configDir", str(tmp_path)],
+    return subprocess.run(
+        [
+            require_tool("java"),
+            "-classpath",
+            classpath,
+            helper,
+            process,
+            "--configDir",
+            str(config_dir),
+            *flags,
+        ],
         capture_output=True,
         text=True,
         check=False,
         timeout=120,
     )
+
+
+def _config_map_in(directory: Path) -> Path:
+    (config_map,) = _documents("flink-configmap.yaml")
+    (directory / "config.yaml").write_text(config_map["data"]["config.yaml"])
+    return directory
+
+
+@pytest.mark.parametrize("process", ["GET_JM_RESOURCE_PARAMS", "GET_TM_RESOURCE_PARAMS"])
+def test_flink_starts_with_the_config_map_that_replaces_its_own(process, tmp_path):
+    """The config map's config.yaml is mounted over the image's: Flink's start-up scripts compute the JVM's
+    memory from it with this helper, which refuses a config without a memory size."""
+    run = _memory_of(process, _config_map_in(tmp_path))
     assert run.returncode == 0 and "BASH_JAVA_UTILS_EXEC_RESULT" in run.stdout, run.stdout[-2000:]
+
+
+def test_every_memory_level_keeps_the_heap_the_shipped_taskmanager_has(tmp_path):
+    """A level adds managed memory and nothing else: Flink derives network memory and JVM overhead from the
+    process size, so unpinned they grew with it and ate the heap (Flink refused level 6). The shipped
+    config is level 0 of the default ladder, so foresail's levels start from what runs."""
+    from backends.flink_memory import dynamic_properties
+    from config.schema import MemoryConfig
+
+    memory, config_dir = MemoryConfig(), _config_map_in(tmp_path)
+
+    def heap_bytes(*flags: str) -> int:
+        run = _memory_of("GET_TM_RESOURCE_PARAMS", config_dir, *flags)
+        found = re.search(r"taskmanager\.memory\.task\.heap\.size=(\d+)b", run.stdout)
+        assert run.returncode == 0 and found, run.stdout[-2000:]
+        return int(found.group(1))
+
+    shipped = heap_bytes()
+    managed = re.search(
+        r"taskmanager\.memory\.managed\.size=(\d+)b", _memory_of("GET_TM_RESOURCE_PARAMS", config_dir).stdout
+    )
+    assert int(managed.group(1)) == round(memory.base_mb) * 2**20
+    for managed_mb in [
+        0.0,
+        *(memory.base_mb * 2**level for level in (0, 3, 8)),
+    ]:  # release, 0, default top, max
+        assert heap_bytes(*dynamic_properties(managed_mb, memory.process_base_mb + managed_mb)) == shipped

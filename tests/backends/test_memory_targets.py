@@ -16,9 +16,13 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from backends.execution import FollowedTarget, FollowingSource, NotApplied, RescaleFollower
+from backends.flink_memory import parse_mebibytes
 from backends.kubernetes import DeploymentScale, FlinkDeploymentScale, KubernetesTarget
 from backends.localflink import LocalFlinkCluster, LocalFlinkTarget
-from messages.types import Observation
+from mape.knowledge import KnowledgeSettings
+from mape.knowledge_store import KnowledgeStore
+from mape.loop import MapeLoop
+from messages.types import Assessment, Decision, Observation
 from tests.backends.kube_emulator import TM_LABELS, KubeEmulator
 from tests.e2e.stack import wait_for
 
@@ -68,10 +72,23 @@ def test_new_memory_patches_replicas_container_memory_and_flink_options_at_once(
     assert len(patches) == 1 and str(patches[0].url.path).endswith(f"/deployments/{NAME}")  # not /scale
     assert kube.replicas(NS, NAME) == 3
     container = _container(kube)
-    assert container.args == ["taskmanager", f"{MANAGED}632m", "-Dtaskmanager.memory.process.size=2522m"]
+    pins = [f"-Dtaskmanager.memory.{k}=144m" for k in ("network.min", "network.max")] + [
+        f"-Dtaskmanager.memory.{k}=192m" for k in ("jvm-overhead.min", "jvm-overhead.max")
+    ]  # what Flink derives for the 1,890 MB process without managed memory: the heap stays
+    assert container.args == [
+        "taskmanager",
+        f"{MANAGED}632m",
+        "-Dtaskmanager.memory.process.size=2522m",
+        *pins,
+    ]
     assert container.resources.requests["memory"] == container.resources.limits["memory"] == "2522Mi"
     target.reconfigure(3, 0.0, now_s=60.0)  # a stateless job: no managed memory; old flags replaced
-    assert _container(kube).args == ["taskmanager", f"{MANAGED}0m", "-Dtaskmanager.memory.process.size=1890m"]
+    assert _container(kube).args == [
+        "taskmanager",
+        f"{MANAGED}0m",
+        "-Dtaskmanager.memory.process.size=1890m",
+        *pins,
+    ]
 
 
 def test_other_resources_of_the_container_are_kept(kube):
@@ -133,6 +150,10 @@ def test_a_flinkdeployment_gets_taskmanager_memory_and_managed_memory_in_one_mer
     assert stored["spec"]["flinkConfiguration"] == {
         "taskmanager.numberOfTaskSlots": "1",
         "taskmanager.memory.managed.size": "632m",
+        "taskmanager.memory.network.min": "144m",
+        "taskmanager.memory.network.max": "144m",
+        "taskmanager.memory.jvm-overhead.min": "192m",
+        "taskmanager.memory.jvm-overhead.max": "192m",
     }
     assert len(_patches(kube)) == 1
 
@@ -153,6 +174,44 @@ def test_a_flinkdeployment_gets_taskmanager_memory_and_managed_memory_in_one_mer
     assert not resource.ready(4)  # the operator runs the old memory still
     reconciled("632m")
     assert resource.ready(4)
+
+
+class _Assess:
+    extensions = ()
+
+    def assess(self, observation: Observation, knowledge) -> Assessment:
+        return Assessment(observation.time_s, 4, 100.0, 100.0, 0.0, {4: 200.0}, {4: "observed"})
+
+
+class _RollBack:
+    """Justin's rollback after a level-up that 'improved nothing': back to the memory the job runs (158 MB,
+    so the decision does not change memory by the reading) with one worker more."""
+
+    def decide(self, assessment: Assessment, knowledge) -> Decision:
+        return Decision(assessment.time_s, 4, 5, "memory-rollback", (), 158.0, 158.0, 0)
+
+
+def test_a_rollback_after_a_memory_change_that_never_landed_puts_the_template_back(kube, tmp_path):
+    """The level-up's pods never came up (no node fits them), so the job still runs 158 MB; the rollback to
+    158 MB only scaled the replicas and left 316 MB in the template for every pod started after it."""
+    target = KubernetesTarget(DeploymentScale(kube.api(), NS, NAME, 5.0), 2, 0.001, process_base_mb=1890.0)
+    target.reconfigure(4, 316.0, now_s=0.0)
+    assert target.configured_managed_mb() == 316.0
+    store = KnowledgeStore(tmp_path / "knowledge.sqlite")
+    source = _Source()  # reads 158 MB: the old pods run on
+    loop = MapeLoop(
+        source, target, _Assess(), _RollBack(), store.load(KnowledgeSettings()), store, 60.0, 600.0
+    )
+    result = loop.iterate(460.0)
+    assert result.executed and not result.errors
+    assert kube.replicas(NS, NAME) == 5 and target.configured_managed_mb() == 158.0
+    assert f"{MANAGED}158m" in _container(kube).args
+
+
+def test_the_configured_managed_memory_is_read_as_flink_reads_sizes():
+    assert [parse_mebibytes(t) for t in ("316m", "1g", "2048 mb", "1048576", "0m", "-3m", "lots", None)] == [
+        316.0, 1024.0, 2048.0, 1.0, 0.0, None, None, None,
+    ]  # fmt: skip
 
 
 def test_a_forbidden_memory_patch_surfaces_and_leaves_the_deployment(kube):
@@ -265,7 +324,11 @@ def test_local_taskmanagers_restart_with_the_new_memory(cluster):
     target.reconfigure(3, 316.0, now_s=0.0)
     after = cluster.taskmanagers()
     assert len(after) == 3 and not set(after) & set(before)  # every TaskManager restarted
-    flags = "start-foreground -Dtaskmanager.memory.managed.size=316m -Dtaskmanager.memory.process.size=1316m"
+    flags = (
+        "start-foreground -Dtaskmanager.memory.managed.size=316m -Dtaskmanager.memory.process.size=1316m "
+        "-Dtaskmanager.memory.network.min=64m -Dtaskmanager.memory.network.max=64m "  # Flink's minimum
+        "-Dtaskmanager.memory.jvm-overhead.min=192m -Dtaskmanager.memory.jvm-overhead.max=192m"
+    )
     assert _wait_for_lines(log, 5)[2:] == [flags] * 3
     cluster.scale_to(4)  # a later scale-out starts TaskManagers with the memory last set
     assert _wait_for_lines(log, 6)[5] == flags
