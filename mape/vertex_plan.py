@@ -478,12 +478,19 @@ class VertexPolicy:
         piled_up = a.backlog_records + now * context.state.downtime.estimate("out")
         needed = level + piled_up / self.surge_drain_s
         config = sizing.configuration(needed, current, context.floors)
-        merged = {v: max(p, current[v]) for v, p in config.parallelism.items()}
+        # none comes down, but none stays above what it may run at (its max parallelism, the slots allowed)
+        merged = {v: max(p, min(current[v], len(sizing.curves[v]))) for v, p in config.parallelism.items()}
         if merged == current:
             return None
-        target = sizing.evaluate(
-            merged, {v: config.rules[v] if merged[v] > current[v] else "keep" for v in merged}
-        )
+        rules = {
+            v: config.rules[v]
+            if merged[v] > current[v]
+            else "keep"
+            if merged[v] == current[v]
+            else "max-parallelism"
+            for v in merged
+        }
+        target = sizing.evaluate(merged, rules)
         seen = "no earlier upper bound" if not math.isfinite(expected) else f"upper bound {expected:.0f}"
         return context.proposal(
             target,

@@ -567,3 +567,15 @@ def test_a_plan_that_keeps_every_vertex_is_a_hold_with_several_slots_per_taskman
     decision = plan.decide(assessment(3_500.0), knowledge_with(FakeDag()))
     assert decision.rule == "vertex-current-valid" and not decision.changes_vertices
     assert (decision.current_scaleout, decision.target_scaleout, decision.action) == (2, 2, "hold")
+
+
+def test_a_surge_brings_a_vertex_above_what_it_may_run_at_down_to_it():
+    """None comes down in a surge, except to where a vertex may run: 4 subtasks on 3 slots allowed (the
+    TaskManagers allowed were lowered) cannot be kept, and a PUT of it is what Flink refuses."""
+    surging = dataclasses.replace(
+        assessment(3_500.0, backlog=12_000.0), workload_recent_rps=6_000.0, expected_upper_rps=4_500.0
+    )
+    proposal = VertexPolicy(1, 3, 600.0, 60.0).urgent(surging, knowledge_with(FakeDag()))
+    assert proposal.rule == "vertex-surge"
+    assert max(proposal.vertex_parallelism.values()) == 3
+    assert proposal.vertex_rules["agg"] == "max-parallelism"
