@@ -9,6 +9,11 @@ from config.schema import Config
 def notes(config: Config) -> list[str]:
     """One sentence per setting that measured results say will not hold."""
     if not config.scaling.policy.startswith("foresail"):
+        if config.scaling.objective == "latency":
+            return [
+                f"scaling.objective: latency is foresail's: policy {config.scaling.policy} ignores it and the "
+                "latency target"
+            ]
         return []
     return _horizon_notes(config) + _latency_notes(config)
 

@@ -745,6 +745,7 @@ class Config(Section):
                 self._scaleouts_the_twin_can_run,
                 self._static_scaleout_within_bounds,
                 self._vertex_granularity_needs_the_vertex_model,
+                self._latency_objective_needs_the_vertex_model,
                 self._twin_runs_one_slot_per_taskmanager,
                 self._twin_start_within_bounds,
             )
@@ -778,6 +779,14 @@ class Config(Section):
     def _vertex_granularity_needs_the_vertex_model(self) -> str | None:
         if self.scaling.granularity == "vertex" and self.capacity.model != "dag":
             return "scaling.granularity: vertex plans from the per-vertex true rates: set capacity.model: dag"
+        return None
+
+    def _latency_objective_needs_the_vertex_model(self) -> str | None:
+        if self.scaling.objective == "latency" and self.capacity.model != "dag":
+            return (
+                "scaling.objective: latency queues records at each vertex's true rate, which only the per-vertex "
+                "model learns: set capacity.model: dag"
+            )
         return None
 
     def _twin_runs_one_slot_per_taskmanager(self) -> str | None:

@@ -129,11 +129,12 @@ class LatencyKnowledge:
         # the model latency has no bound of its own (1e12 s: any a window gives); the shown one has
         if not fit.within(1e12, MAX_STEADY_LATENCY_S):  # 10^6 s shown corrected every target away
             raise ValueError("a latency fit no steady window could give")
+        residuals = _numbers(data.get("residuals", []))  # their median is the offset: bounded like the fit
         return cls(
             fit,
             _numbers(data.get("raw", [])),
             _numbers(data.get("corrected", [])),
-            _numbers(data.get("residuals", [])),
+            [r for r in residuals if -1e12 <= r <= MAX_STEADY_LATENCY_S],
             stat=str(data.get("stat", "mean")),
         )
 
@@ -382,6 +383,18 @@ class LatencyObjective:
                 )
         return replace(proposal, reasons=reasons)
 
+    def urgent(self, a: Assessment, knowledge: Knowledge) -> Proposal | None:
+        """The inner policy's surge rule (it does not wait out stabilization), at least the latency need."""
+        urgent = getattr(self.inner, "urgent", None)
+        surge = urgent(a, knowledge) if urgent is not None else None
+        if surge is None:
+            return None
+        proposal = surge if isinstance(surge, Proposal) else Proposal(*surge)
+        need = latency_need(a, knowledge, self.target_s, self.max_scaleout)
+        if need.scaleout is None or need.scaleout <= proposal.scaleout or need.hot_key_limit:
+            return proposal
+        return replace(proposal, scaleout=need.scaleout, reasons=(*proposal.reasons, *need.reasons))
+
     def _inner(self, a: Assessment, knowledge: Knowledge) -> Proposal:
         if isinstance(self.inner, ConfigurationPolicy):
             return self.inner.propose_configuration(a, knowledge)
@@ -415,13 +428,15 @@ def vertex_latency_terms(
     `budget_window_s` (a long calm does not let one rescale spend it all: a pause's cost grows as
     1 / (1 − u), so an error in the capacity costs most where the most was allowed)."""
     correction = latency_of(knowledge)
-    slack_s = target_s - correction.corrected_s(0.0)
+    # before the job's latency is read (none yet, or no query for it) the slack is unknown: a pause taken
+    # as if the job had no latency without queueing was priced too low, so nothing comes down for it
+    slack_s = target_s - correction.corrected_s(0.0) if correction.fit.n else -math.inf
     since_s = math.inf if knowledge.last_rescale_s is None else a.time_s - knowledge.last_rescale_s
     budget_s = (1.0 - met_share) * min(since_s, budget_window_s)
-    allowance = (
-        f"latency: {slack_s * 1000:.0f} ms of slack for a rescale's pause, {budget_s:.0f} s over the "
-        f"target allowed since the last rescale"
+    slack = (
+        f"{slack_s * 1000:.0f} ms of slack" if correction.fit.n else "no slack known (latency not read yet)"
     )
+    allowance = f"latency: {slack} for a rescale's pause, {budget_s:.0f} s over the target allowed since the last rescale"
     peak = forecast_peak_rps(a)
     queues = stations(a.vertices, knowledge, peak, max_slots) if math.isfinite(peak) and peak > 0 else []
     model_target_s = correction.model_target_s(target_s)

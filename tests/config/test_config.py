@@ -119,6 +119,14 @@ def test_check_config_notes_a_latency_target_the_setup_cannot_hold(tmp_path: Pat
     )
     assert main(["check-config", str(vertex)]) == 0
     assert "note:" not in capsys.readouterr().out
+    ignored = tmp_path / "ignored.yaml"
+    ignored.write_text("scaling:\n  policy: ds2\n  objective: latency\n  latency_target_ms: 2000\n")
+    assert main(["check-config", str(ignored)]) == 0
+    assert "note: scaling.objective: latency is foresail's: policy ds2 ignores it" in capsys.readouterr().out
+    job_model = tmp_path / "job_model.yaml"  # it logged 'no true rate known yet' at every iteration, for good
+    job_model.write_text("scaling:\n  objective: latency\ncapacity:\n  model: job\n")
+    assert main(["check-config", str(job_model)]) == 2
+    assert "scaling.objective: latency queues records at each vertex's true rate" in capsys.readouterr().err
 
 
 def test_check_config_notes_a_forecast_horizon_shorter_than_the_recovery_target(tmp_path: Path, capsys):

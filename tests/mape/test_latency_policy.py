@@ -360,8 +360,13 @@ def test_two_vertices_of_one_name_each_get_their_own_floor():
     [
         {"residuals": ["x", None, 0.002], "raw": [True, 0.1], "corrected": [float("nan"), 0.05]},
         {"fit": {"n": 10**9, "mean_x": 0.01, "mean_y": 1e6, "m2_x": 1e3, "m2_y": 1e3, "c_xy": 1e3}},
+        {
+            "residuals": [1e6, 1e6, 0.002],
+            "raw": [0.1],
+            "corrected": [0.05],
+        },  # its median read every target unreachable
     ],
-    ids=["lists", "fit"],
+    ids=["lists", "fit", "residuals"],
 )
 def test_a_damaged_stored_correction_is_refused_or_cleaned(stored):
     """A string in a list raised from every iteration's median; a fit of shown latencies of 10^6 s made
@@ -386,3 +391,33 @@ def test_the_latency_need_floors_every_memory_level_not_only_the_current_one():
     need = latency_need(a, _knowledge(), 0.2e-3, 12).scaleout
     proposal = LatencyObjective(_policy(), 0.2e-3, 12).propose_configuration(a, _knowledge())
     assert need == 6 and proposal.scaleout >= need
+
+
+def test_the_job_level_latency_objective_keeps_the_surge_rule_inside_stabilization():
+    """Wrapped, the proactive policy's surge rule was not found: a surge 90 s after a rescale waited for the
+    stabilization window to end, where the recovery objective scales out at once."""
+    from mape.plan import GuardedPlan
+
+    surging = replace(
+        _assessment(3_500, (_vertex("op", 1_000.0),), current=4),
+        workload_recent_rps=7_000.0,
+        workload_latest_rps=7_000.0,
+        expected_upper_rps=4_000.0,
+    )
+    knowledge = Knowledge(last_rescale_s=NOW_S - 90)
+    policy = LatencyObjective(ProactivePolicy(1, 18, 600.0, 60.0), 2.0, 18)
+    decision = GuardedPlan(policy, 1, 18, 180.0).decide(surging, knowledge)
+    assert decision.rule == "surge" and decision.target_scaleout >= 8  # 7,000 rps at 1,000 a worker
+
+
+def test_before_the_latency_is_read_no_pause_is_priced_as_free():
+    """Without a reading the job's own latency is unknown: taking it as 0 priced a scale-in's pause too low."""
+    terms = vertex_latency_terms(_assessment(1_000, (_vertex("e1", 200.0),)), Knowledge(), 2.0, 18, 0.99)
+    assert terms.slack_s == -math.inf and "latency not read yet" in terms.reasons[-1]
+    learned = Knowledge()
+    learned.extensions[LATENCY] = LatencyKnowledge()
+    for _ in range(3):
+        learned.extensions[LATENCY].learn(0.01, 0.51)
+    assert vertex_latency_terms(
+        _assessment(1_000, (_vertex("e1", 200.0),)), learned, 2.0, 18, 0.99
+    ).slack_s == pytest.approx(1.5, abs=0.01)
