@@ -146,14 +146,19 @@ def verdicts(results: list[dict]) -> list[str]:
         share = over / _mean(dag, "duration_s")
         error_ok = error is not None and error <= 3.0
         lines.append(
-            f"- {topology} × {trace}: capacity error {error:.2f}% ({'≤' if error_ok else '>'} 3%), seconds over "
+            f"- {topology} × {trace}: capacity error {_percent(error)} ({'≤' if error_ok else '>'} 3%), seconds over "
             f"SLO {over:.0f} ({share:.2%}{', ≤ 1%' if share <= 0.01 else ', > 1%'}) with the DAG model vs "
             f"{job_over:.0f} with the job-level model ({'no worse' if over <= job_over else 'WORSE'}"
             f"{_paired_spread(dag, job)}), at "
             f"{_mean(dag, 'avg_workers'):.2f} vs {_mean(job, 'avg_workers'):.2f} workers; job-level capacity "
-            f"error {job_error:.2f}%"
+            f"error {_percent(job_error)}"
         )
     return lines
+
+
+def _percent(value: float | None) -> str:
+    """A capacity error; '-' where no loop estimated one (a trace too short)."""
+    return "-" if value is None else f"{value:.2f}%"
 
 
 def write_report(path: Path, results: list[dict]) -> None:

@@ -144,13 +144,22 @@ def suite_table(rows: list[dict[str, object]], seeds: int) -> str:
     ]
     for r in rows:
         meets = r["meets"]
+        ratio = shown(r["oracle_ratio"], MAX_ORACLE_RATIO, 2)
+        share = shown(100 * r["slo_share"], 100 * MAX_SLO_SHARE, 2)
         lines.append(
-            f"| {r['load']} | {r['policy']} | {r['avg_workers']:.2f} | {r['oracle_ratio']:.2f}{mark(meets['workers'])} "
+            f"| {r['load']} | {r['policy']} | {r['avg_workers']:.2f} | {ratio}{mark(meets['workers'])} "
             f"| {r['budget_floor_ratio']:.2f} | {r['seconds_over_slo']:.0f} "
-            f"| {_whole(r.get('seconds_over_slo_after_restart'))} | {100 * r['slo_share']:.2f}{mark(meets['slo'])} "
-            f"| {r['rescales']:.1f} | {r['rescales_per_h']:.1f}{mark(meets['rescales'])} |"
+            f"| {_whole(r.get('seconds_over_slo_after_restart'))} | {share}{mark(meets['slo'])} "
+            f"| {r['rescales']:.1f} | {shown(r['rescales_per_h'], MAX_RESCALES_PER_H, 1)}{mark(meets['rescales'])} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def shown(value: float, limit: float, digits: int) -> str:
+    """`value` to `digits` decimals, or two more where the rounding would put it on the other side of
+    `limit` than it is (1.1509 printed 1.15 beside a ✗ for '≤ 1.15')."""
+    text = f"{value:.{digits}f}"
+    return text if (float(text) <= limit) == (value <= limit) else f"{value:.{digits + 2}f}"
 
 
 def _whole(value: object) -> str:

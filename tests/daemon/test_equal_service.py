@@ -45,6 +45,14 @@ def test_the_search_stops_at_the_cheapest_setting_that_serves_as_well_as_the_ref
     assert hit["held_share"] == 1.0 and found["never_scales"]  # 12 is where the twin starts: no rescale
 
 
+def test_of_a_round_s_settings_that_serve_as_well_the_cheaper_one_is_taken(short_trace):
+    """A round runs two settings; the first in the grid that got there cost more than the second."""
+    family = Family("static", "workers", (14, 12))
+    found = search_family(_config(short_trace), family, {"seconds_over_slo": 0.0}, seeds=1, jobs=1, batch=2)
+    assert [t["knob"] for t in found["tried"]] == [14, 12]
+    assert found["at_equal_service"]["policy"] == "static-12"
+
+
 def test_a_run_that_holds_one_scaleout_nine_tenths_of_the_time_is_static_like():
     assert held_share(np.array([3] * 9 + [5])) >= STATIC_LIKE_SHARE > held_share(np.array([3] * 8 + [5, 5]))
     assert held_share(np.array([3, 4, 5, 5])) == 0.5 and held_share(np.array([])) == 0.0
