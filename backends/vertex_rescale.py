@@ -283,6 +283,7 @@ class VertexExecution:
         """TaskManagers to keep once the rescale has finished (surplus ones are stopped when free)."""
         self._remembered: tuple[int | None] | None = None
         """The release count the pool holds, once read or written (None: not read yet)."""
+        self._recall_error: str | None = None
 
     def scale_vertices(self, vertex_parallelism: Mapping[str, int], taskmanagers: int) -> None:
         if taskmanagers < 1:
@@ -342,8 +343,11 @@ class VertexExecution:
             return
         try:
             count = self.pool.pending_release()
-        except Exception as error:  # asked again at the next step
-            self.log.warning("taskmanagers-release-unknown", error=described(error))
+        except Exception as error:  # asked again at the next step (a standby replica: until it leads)
+            said, self._recall_error = self._recall_error, described(error)
+            (self.log.debug if said == self._recall_error else self.log.warning)(
+                "taskmanagers-release-unknown", error=self._recall_error
+            )
             return
         self._remembered = (count,)
         if count is not None and self.keep_taskmanagers is None and self.idle():

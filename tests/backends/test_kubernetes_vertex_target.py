@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+import structlog
+import structlog.testing
 from kubernetes import client
 
 from backends.execution import FollowedTarget, FollowingSource, RescaleFollower
@@ -234,9 +236,20 @@ def test_a_standby_replica_leaves_the_cluster_alone(kube):
         def is_leader(self) -> bool:
             return False
 
+    standby = _deployment_target(kube, flink, Standby())
     with pytest.raises(NotLeader):
-        _deployment_target(kube, flink, Standby()).scale_vertices({A: 2}, 2, now_s=0.0)
+        standby.scale_vertices({A: 2}, 2, now_s=0.0)
     assert kube.replicas(NS, NAME) == 1 and flink.puts() == []
+    # the leader's pending release is the leader's: a standby neither takes it up nor says so every loop
+    client.AppsV1Api(kube.api()).patch_namespaced_deployment(
+        NAME, NS, {"metadata": {"annotations": {RELEASE_ANNOTATION: "1"}}}
+    )
+    with structlog.testing.capture_logs() as logs:
+        for _ in range(3):
+            standby.execution.advance()
+    assert standby.execution.keep_taskmanagers is None
+    said = [e for e in logs if e["event"] == "taskmanagers-release-unknown" and e["log_level"] == "warning"]
+    assert len(said) == 1 and "not the leader" in said[0]["error"]
     flink.server.close()
 
 
