@@ -149,7 +149,7 @@ def _plan(args: argparse.Namespace) -> int:
         try:
             return _plan_checked(args)
         except _Stopped as stopped:
-            return _fail(_stopped_message(stopped.signum, args), 128 + stopped.signum)
+            return _fail(_stopped_message(stopped, args), 128 + stopped.signum)
         except OSError as error:
             return _fail(_one_line(error), EXIT_FAILURE)
 
@@ -186,7 +186,7 @@ def _plan_locked(args: argparse.Namespace, config, explorer) -> int:
     from daemon.lifecycle import open_store
     from daemon.plan_output import seed_knowledge, write_deployment, write_plan, write_plot
     from mape.knowledge_store import StoreBusy
-    from planning.estimator import EstimatorSettings
+    from planning.estimator import EstimateError, EstimatorSettings
     from planning.flink_testbed import FlinkTestbedError
     from planning.plan import PlanError, make_plan
 
@@ -218,18 +218,17 @@ def _plan_locked(args: argparse.Namespace, config, explorer) -> int:
             progress=_progress,
             key_census=args.testbed == "twin" and args.key_census is not False,
         )
-    except (PlanError, FlinkTestbedError) as error:
+    except (PlanError, FlinkTestbedError, EstimateError) as error:
         return _fail(f"{error}{kept}", EXIT_FAILURE)
     finally:
         getattr(testbed, "close", lambda: None)()
     extra = {"testbed": args.testbed, "topology": topology, "timings": timings}
     max_scaleout = max(config.scaling.max_scaleout, plan.slots)
+    paths: list[Path] = []
     try:
-        paths = [
-            write_plan(plan, args.out, extra),
-            write_deployment(plan, config.memory.process_base_mb, args.out),
-            write_plot(plan, args.out),
-        ]
+        paths.append(write_plan(plan, args.out, extra))
+        paths.append(write_deployment(plan, config.memory.process_base_mb, args.out))
+        paths.append(write_plot(plan, args.out))
         seeded = seed_knowledge(
             plan,
             store,
@@ -239,6 +238,15 @@ def _plan_locked(args: argparse.Namespace, config, explorer) -> int:
         )
     except (OSError, StoreBusy) as error:
         return _fail(f"the plan was made but not all written: {error}", EXIT_FAILURE)
+    except _Stopped as stopped:  # the files written stay: say which, and that the store may lack seeds
+        stopped.written = tuple(paths)
+        raise
+    if plan.slots > config.scaling.max_scaleout:
+        print(
+            f"warning: the plan needs {plan.slots} TaskManagers but scaling.max_scaleout is "
+            f"{config.scaling.max_scaleout}: raise it, or the daemon caps the job below the target",
+            file=sys.stderr,
+        )
     print(
         f"plan: {plan.slots} slots of {plan.memory_mb:g} MB ({plan.task_managers} TaskManagers) for "
         f"{args.target_rate:,.0f} records/s; predicted MST {plan.predicted_mst_rps:,.0f} "
@@ -270,6 +278,8 @@ class _Stopped(BaseException):
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
         self.signum = signum
+        self.written: tuple[Path, ...] = ()
+        """Outputs written before the stop (it came while the store was seeded)."""
 
 
 @contextlib.contextmanager
@@ -299,8 +309,12 @@ def _stop_on_signals():
                 signal.signal(number, saved)
 
 
-def _stopped_message(signum: int, args: argparse.Namespace) -> str:
+def _stopped_message(stopped: _Stopped, args: argparse.Namespace) -> str:
+    signum = stopped.signum
     what = "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
+    if stopped.written:
+        names = ", ".join(p.name for p in stopped.written)
+        return f"{what} while seeding the knowledge store: {names} written, the store not (or in part)"
     if args.testbed == "local-flink":
         return f"{what}; the testbed cluster was stopped, no plan was written"
     return f"{what}; no plan was written"

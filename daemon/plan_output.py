@@ -15,6 +15,7 @@ matplotlib.use("Agg")  # files only, never a display
 import matplotlib.pyplot as plt
 import numpy as np
 
+from backends.flink_memory import dynamic_properties
 from daemon.finite_json import finite
 from daemon.lifecycle import open_store
 from mape.knowledge import KnowledgeSettings
@@ -34,9 +35,13 @@ def write_plan(plan: CapacityPlan, out_dir: Path, extra: dict[str, object]) -> P
 
 
 def write_deployment(plan: CapacityPlan, process_base_mb: float, out_dir: Path) -> Path:
-    """A kustomize patch for deploy/flink-reactive.yaml's TaskManagers (replicas, memory) and the Flink
-    settings that go with it; the per-vertex requirements for a vertex-granularity deployment."""
-    memory_mb = round(process_base_mb + plan.memory_mb * plan.slots_per_task_manager)
+    """A kustomize patch for deploy/flink-reactive.yaml's TaskManagers: replicas, container memory and
+    Flink's memory options as the daemon sets a memory level (backends/flink_memory.py: Flink refused a
+    larger managed memory inside the config map's process size); the per-vertex requirements for a
+    vertex-granularity deployment."""
+    managed_mb = plan.memory_mb * plan.slots_per_task_manager  # Flink's managed size is per TaskManager
+    memory_mb = round(process_base_mb + managed_mb)
+    vertex = plan.vertex_parallelism
     lines = [
         "# foresail plan-capacity: TaskManagers for "
         f"{plan.target_rate_rps:,.0f} records/s (planned at 110%: {plan.slots} slots)",
@@ -49,16 +54,17 @@ def write_deployment(plan: CapacityPlan, process_base_mb: float, out_dir: Path) 
         "    spec:",
         "      containers:",
         "        - name: taskmanager",
+        f"          args: {json.dumps(['taskmanager', *dynamic_properties(managed_mb, memory_mb)])}",
         "          resources:",
         f"            requests: {{memory: {memory_mb}Mi}}",
         f"            limits: {{memory: {memory_mb}Mi}}",
         "---",
         "# Flink configuration (flink-configmap.yaml, config.yaml)",
         f"# taskmanager.numberOfTaskSlots: {plan.slots_per_task_manager}",
-        f"# taskmanager.memory.managed.size: {plan.memory_mb:g}m per slot",
-        "# vertex granularity: least parallelism per vertex for 110% of the target, a task per slot (one "
-        f"slot-sharing group per vertex: {sum(plan.vertex_parallelism.values())} slots besides the sources)",
-        *(f"#   {name}: {parallelism}" for name, parallelism in plan.vertex_parallelism.items()),
+        "# vertex granularity (the adaptive scheduler): least parallelism per vertex for 110% of the target "
+        f"(sources not sized); one slot-sharing group (Flink's default) needs {max(vertex.values(), default=0)} "
+        f"slots, a group per vertex {sum(vertex.values())} besides the sources",
+        *(f"#   {name}: {parallelism}" for name, parallelism in vertex.items()),
     ]
     path = out_dir / "deployment.yaml"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -71,6 +71,10 @@ class Estimate:
         return passed[-1] if passed else self.warmup
 
 
+class EstimateError(RuntimeError):
+    """The testbed's job carried nothing: no rate can be estimated on it (one line saying so)."""
+
+
 def passed(reading: PhaseReading, settings: EstimatorSettings, observe_s: float) -> bool:
     """The achieved rate reaches pass_share of the injected one and the pending records did not grow."""
     return (
@@ -103,6 +107,11 @@ def estimate_mst(
     s = settings or EstimatorSettings()
     testbed.deploy(slots, memory_mb)
     (warmup,) = testbed.run([Phase(testbed.max_rate_rps, s.warmup_s)])
+    if not warmup.achieved_rps > 0:  # every test would wait out its cooldowns for a drain that never comes
+        raise EstimateError(
+            f"the job processed no record in the {s.warmup_s:g} s warm-up at {testbed.max_rate_rps:,.0f} "
+            f"records/s on {slots} slots (achieved {warmup.achieved_rps:g}): see the testbed's logs"
+        )
     testbed_s = s.warmup_s
     cooldown_rps = s.cooldown_share * warmup.achieved_rps
     rate = max(warmup.achieved_rps / 2, 1.0)  # a job at full rate carries about its MST: start below it

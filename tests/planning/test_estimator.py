@@ -4,7 +4,7 @@ from itertools import pairwise
 
 import pytest
 
-from planning.estimator import EstimatorSettings, estimate_mst, passed
+from planning.estimator import EstimateError, EstimatorSettings, estimate_mst, passed
 from planning.testbed import PhaseReading
 from tests.planning.fakes import CurveTestbed
 
@@ -58,3 +58,12 @@ def test_a_cooldown_lasts_until_the_last_tests_backlog_drained():
     assert estimate.tests[0].reading.pending_start > 100_000  # at most 45 s of draining before each test
     per_test = capped.ramp_s + capped.observe_s
     assert estimate.testbed_s <= capped.warmup_s + len(estimate.tests) * (45 + per_test)
+
+
+def test_a_job_that_carries_nothing_is_named_at_its_warm_up_not_after_hours_of_cooldowns():
+    """Every test waited its 10-minute cooldown for a drain that never came (41 h of testbed time for a
+    plan), then the plan said only that the surrogate predicts 0."""
+    testbed = CurveTestbed(lambda slots, memory: 0.0, max_rate_rps=5_000.0)
+    with pytest.raises(EstimateError, match="processed no record in the 120 s warm-up"):
+        estimate_mst(testbed, 2, 158.0)
+    assert testbed.seconds == 120.0

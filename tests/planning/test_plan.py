@@ -1,12 +1,14 @@
 """The Resource Explorer and the plan on testbeds whose MST curve is known."""
 
 import math
+from itertools import pairwise
 
 import pytest
 
-from planning.estimator import EstimatorSettings
-from planning.explorer import ExplorerSettings, bootstrap_points
+from planning.estimator import Estimate, EstimatorSettings
+from planning.explorer import ExplorerSettings, bootstrap_points, explore
 from planning.plan import PlanError, make_plan
+from planning.testbed import PhaseReading
 from tests.planning.fakes import CurveTestbed
 
 FAST = EstimatorSettings(warmup_s=10, cooldown_s=1, ramp_s=1, observe_s=5, sensitivity=0.002, max_tests=20)
@@ -50,14 +52,42 @@ def test_a_square_root_job_selects_the_sqrt_model():
     assert plan.exploration.selection_rmse["sqrt"] < plan.exploration.selection_rmse["lin"]
 
 
-def test_the_explorer_stops_when_the_loo_rmse_rises_or_at_the_cap():
+def _measured(wild_at: int | None):
+    """A `measure` whose MSTs lie on a line with a little noise, but for measurement `wild_at` (1-based),
+    far off it: the leave-one-out RMSE jumps there."""
+    calls = []
+
+    def measure(slots: int, memory_mb: float) -> Estimate:
+        calls.append(slots)
+        mst = 1000.0 * slots * (1.0 + 0.01 * (len(calls) % 3))
+        if len(calls) == wild_at:
+            mst *= 3.0
+        return Estimate(slots, memory_mb, mst, (), PhaseReading(mst, mst, 0.0, 0.0), 0.0)
+
+    return measure
+
+
+@pytest.mark.parametrize("wild_at", [4, 5, 7])
+def test_the_explorer_stops_at_the_rise_but_only_after_three_points_beyond_the_corners(wild_at):
+    """Three corners (one memory profile), then at least `min_extra` = 3 chosen points before the rule may
+    stop the search: a rise at the 4th or 5th measurement does not stop it, one at the 7th (the 4th extra)
+    does, there and then."""
     settings = ExplorerSettings(max_slots=8, memory_mb=(512.0,), max_measurements=12)
-    plan = make_plan(CurveTestbed(lambda s, m: 5000.0 * s * (1 + 0.2 * (s % 3))), 10_000.0, settings, FAST)
-    history = plan.exploration.rmse_history
-    if plan.exploration.stopped_because.startswith("the leave-one-out"):
-        assert history[-1] > 1.1 * history[-2]
+    exploration = explore(_measured(wild_at), settings)
+    stopped_at_rise = exploration.stopped_because.startswith("the leave-one-out RMSE rose")
+    if wild_at == 7:
+        assert stopped_at_rise and len(exploration.estimates) == 7
     else:
-        assert len(plan.exploration.estimates) == 12
+        assert len(exploration.estimates) >= 3 + 3
+    history = exploration.rmse_history
+    # no rise > 10 % went unnoticed once three extra points were in (history[k]: after the k-th extra)
+    assert all(b <= 1.1 * a for a, b in pairwise(history[2:-1]))
+
+
+def test_the_explorer_runs_to_its_cap_when_the_rmse_never_rises():
+    settings = ExplorerSettings(max_slots=8, memory_mb=(512.0,), max_measurements=9)
+    exploration = explore(_measured(None), settings)
+    assert exploration.stopped_because == "reached 9 measurements" and len(exploration.estimates) == 9
 
 
 def test_a_rate_the_surrogate_never_reaches_is_one_clear_error():

@@ -1,6 +1,8 @@
 """`foresail plan-capacity`: the fit mode prints Table IV; bad input is one line, exit 2."""
 
 import json
+import os
+import signal
 
 import pytest
 
@@ -123,3 +125,29 @@ def test_a_store_another_daemon_holds_is_one_line_before_any_measurement(capsys,
     err = capsys.readouterr().err
     assert "in use by another foresail daemon" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "plan" / "plan.json").exists()
+
+
+def test_a_plan_above_the_daemons_max_scaleout_says_the_daemon_would_cap_it(capsys, tmp_path):
+    argv = ["plan-capacity", "--target-rate", "200000", "--out", str(tmp_path / "plan")]
+    assert main([*argv, "--max-measurements", "5", "--timings", "short"]) == 0
+    warning = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert len(warning) == 1 and "scaling.max_scaleout is 18: raise it" in warning[0]
+
+
+def test_a_stop_while_the_store_is_seeded_names_what_was_written(capsys, tmp_path, monkeypatch):
+    """It said 'no plan was written' beside the plan's three files."""
+    import daemon.plan_output
+
+    real = daemon.plan_output.seed_knowledge
+
+    def stopped_while_seeding(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)  # the user's Ctrl-C; the handler raises at the next bytecode
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(daemon.plan_output, "seed_knowledge", stopped_while_seeding)
+    argv = ["plan-capacity", "--target-rate", "50000", "--out", str(tmp_path / "plan")]
+    assert main([*argv, "--max-measurements", "5", "--timings", "short"]) == 130
+    assert (
+        "interrupted while seeding the knowledge store: plan.json, deployment.yaml, surrogate.png written"
+        in (capsys.readouterr().err)
+    )

@@ -62,10 +62,15 @@ def test_the_deployment_fragment_sizes_the_taskmanagers(planned):
     plan = json.loads((planned / "plan.json").read_text())
     patch = next(yaml.safe_load_all((planned / "deployment.yaml").read_text()))
     assert patch["kind"] == "Deployment" and patch["spec"]["replicas"] == plan["task_managers"]
-    memory = patch["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"]
-    assert memory == "2048Mi"  # memory.process_base_mb 1890 + 158 MB managed
-    per_vertex = sum(plan["vertex_parallelism"].values())
-    assert f"{per_vertex} slots besides the sources" in (planned / "deployment.yaml").read_text()
+    container = patch["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"]["memory"] == "2048Mi"  # memory.process_base_mb 1890 + 158 MB
+    # Flink's own options agree with the container (the config map's alone refused a larger managed memory)
+    assert {"-Dtaskmanager.memory.process.size=2048m", "-Dtaskmanager.memory.managed.size=158m"} <= set(
+        container["args"]
+    ) and container["args"][0] == "taskmanager"
+    per_vertex = plan["vertex_parallelism"].values()
+    text = (planned / "deployment.yaml").read_text()
+    assert f"needs {max(per_vertex)} slots, a group per vertex {sum(per_vertex)} besides the sources" in text
 
 
 def test_a_daemon_on_the_seeded_store_knows_every_scale_out(planned):
