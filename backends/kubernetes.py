@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import structlog
+import urllib3
 from kubernetes import client
 from kubernetes import config as kube_config
 from kubernetes.client.exceptions import ApiException
@@ -45,13 +46,14 @@ from backends.flink_memory import (
     parse_mebibytes,
     taskmanager_memory,
 )
-from backends.flinkrest import FlinkRest
+from backends.flinkrest import BAD_ANSWER, FlinkRest
 from backends.retry import with_retries
 from backends.vertex_rescale import (
     RequestedRescale,
     VertexExecution,
     VertexRescaler,
     expected_parallelism,
+    remembered_release,
 )
 from config.backends import KubernetesConfig
 from config.schema import FLINK_MAX_PARALLELISM
@@ -474,18 +476,29 @@ class DeploymentTaskManagers:
     def registered(self) -> int:
         """Pods of the Deployment whose TaskManager is registered: not a registration Flink keeps of one
         that died until its heartbeat times out, nor two of one pod restarted in place."""
-        ids = set(self.rest.taskmanager_tasks())
-        return sum(1 for pod in self._pods() if _taskmanager_of(pod, ids))  # a read: asked again next loop
+        try:
+            ids = set(self.rest.taskmanager_tasks())
+            pods = self._pods()
+        except (
+            *BAD_ANSWER,
+            ApiException,
+            urllib3.exceptions.HTTPError,
+        ):  # not known yet: asked again next step
+            return 0
+        return sum(1 for pod in pods if _taskmanager_of(pod, ids))
 
-    def pending_release(self) -> int | None:
+    def pending_release(self) -> tuple[int, str] | None:
         annotations = self.retry(self.scale._read).metadata.annotations or {}
-        text = annotations.get(RELEASE_ANNOTATION) or ""
-        count = _scaleout(int(text)) if text.isdigit() else None
-        return count if count else None  # a release to 0 TaskManagers is no release
+        try:
+            remembered = json.loads(annotations.get(RELEASE_ANNOTATION) or "null")
+        except ValueError:
+            return None
+        return remembered_release(remembered)
 
-    def remember_release(self, count: int | None) -> None:
+    def remember_release(self, count: int | None, job_id: str | None) -> None:
         """An annotation on the Deployment (its metadata: no rollout); None removes it."""
-        patch = {"metadata": {"annotations": {RELEASE_ANNOTATION: None if count is None else str(count)}}}
+        value = None if count is None else json.dumps({"count": count, "job": job_id})
+        patch = {"metadata": {"annotations": {RELEASE_ANNOTATION: value}}}
         self.retry(
             lambda: _applied(
                 self.scale.apps.patch_namespaced_deployment(
@@ -613,7 +626,7 @@ class NativeTaskManagers:
     def pending_release(self) -> None:
         return None
 
-    def remember_release(self, count: int | None) -> None:
+    def remember_release(self, count: int | None, job_id: str | None) -> None:
         return None
 
 

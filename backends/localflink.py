@@ -44,7 +44,7 @@ import structlog
 from backends.flink_memory import dynamic_properties
 from backends.flinkrest import BAD_ANSWER, FlinkRest
 from backends.retry import wait_s
-from backends.vertex_rescale import VertexExecution, VertexRescaler
+from backends.vertex_rescale import VertexExecution, VertexRescaler, remembered_release
 
 TASKMANAGER_CLASS = "TaskManagerRunner"
 JOBMANAGER_CLASS = "StandaloneApplicationClusterEntryPoint"
@@ -278,6 +278,7 @@ class LocalFlinkCluster:
         self._write("taskmanagers", [])
         self._write_stopping({})
         self._write("jobmanager", [])
+        (self.state_dir / RELEASE_FILE).unlink(missing_ok=True)  # the cluster's job is gone with it
 
     # ---- bookkeeping ----------------------------------------------------------------------------
     def _spawn(self, command: list[str], log_name: str) -> int:
@@ -483,22 +484,22 @@ class LocalTaskManagers:
             self.cluster.stop_taskmanager(pid)
         return len(free) >= surplus
 
-    def pending_release(self) -> int | None:
+    def pending_release(self) -> tuple[int, str] | None:
         try:
-            count = json.loads((self.cluster.state_dir / RELEASE_FILE).read_text())
+            remembered = json.loads((self.cluster.state_dir / RELEASE_FILE).read_text())
         except (
             FileNotFoundError,
             ValueError,
         ):  # none, or a file cut short: no release is better than a wrong one
             return None
-        return count if isinstance(count, int) and not isinstance(count, bool) and count >= 1 else None
+        return remembered_release(remembered)
 
-    def remember_release(self, count: int | None) -> None:
+    def remember_release(self, count: int | None, job_id: str | None) -> None:
         path = self.cluster.state_dir / RELEASE_FILE
         if count is None:
             path.unlink(missing_ok=True)
             return
-        path.with_suffix(".tmp").write_text(json.dumps(count))
+        path.with_suffix(".tmp").write_text(json.dumps({"count": count, "job": job_id}))
         path.with_suffix(".tmp").replace(path)
 
 

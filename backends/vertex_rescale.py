@@ -116,6 +116,9 @@ class VertexRescaler:
         """Raises when the PUT must not go out (a replica that lost leadership since the decision: the PUT
         of a scale-up waits for TaskManagers and goes out loops later, from `VertexExecution.advance`)."""
 
+    def live_job_id(self) -> str | None:
+        return self.rest.live_job_id()
+
     def declared(self, targets: Mapping[str, int]) -> tuple[str, dict[str, Bounds], list[str]]:
         """The live job, the complete map to PUT for `targets` and the vertices it changes."""
         try:
@@ -245,13 +248,24 @@ class TaskManagerPool(Protocol):
         """Stop surplus TaskManagers whose slots hold no task, down to `count`; True when none is left."""
         ...
 
-    def pending_release(self) -> int | None:
-        """The count a release of surplus TaskManagers waits to shrink to, as last remembered; None: none."""
+    def pending_release(self) -> tuple[int, str] | None:
+        """The count a release of surplus TaskManagers waits to shrink to and the job it was for, as last
+        remembered; None: none."""
         ...
 
-    def remember_release(self, count: int | None) -> None:
-        """Keep the count a release waits for where a restarted daemon finds it (None: nothing to release)."""
+    def remember_release(self, count: int | None, job_id: str | None) -> None:
+        """Keep the count a release waits for, and its job, where a restarted daemon finds it (None: nothing
+        to release)."""
         ...
+
+
+def remembered_release(remembered: object) -> tuple[int, str] | None:
+    """A remembered release ({'count': n ≥ 1, 'job': id}); None for anything else."""
+    if not isinstance(remembered, dict):
+        return None
+    count, job = remembered.get("count"), remembered.get("job")
+    valid = isinstance(count, int) and not isinstance(count, bool) and count >= 1 and isinstance(job, str)
+    return (count, job) if valid else None
 
 
 class VertexExecution:
@@ -263,9 +277,10 @@ class VertexExecution:
     then again when the rest arrive), reports the rescale when it has finished, then stops the TaskManagers
     left without tasks.
 
-    What a release waits for is remembered by the pool (`remember_release`), so a daemon restarted
-    meanwhile still stops the surplus: those a finished scale-down left, and those started for a rescale
-    that never went out."""
+    What a release waits for is remembered by the pool (`remember_release`), with the job it is for, so a
+    daemon restarted meanwhile still stops the surplus (those a finished scale-down left, and those started
+    for a rescale that never went out), and a new job on the cluster does not inherit it: at its start every
+    TaskManager is free, and a release left by the job before cut it down to that job's count."""
 
     def __init__(
         self,
@@ -338,21 +353,29 @@ class VertexExecution:
         self._remember()
 
     def _recall(self) -> None:
-        """A restarted daemon takes up the release its predecessor left (once, when the pool answers)."""
+        """A restarted daemon takes up the release its predecessor left for the job that runs (once, when
+        the pool and Flink answer)."""
         if self._remembered is not None:
             return
         try:
-            count = self.pool.pending_release()
+            remembered = self.pool.pending_release()
+            job_id = self._job_id() if remembered is not None else None
         except Exception as error:  # asked again at the next step (a standby replica: until it leads)
             said, self._recall_error = self._recall_error, described(error)
             (self.log.debug if said == self._recall_error else self.log.warning)(
                 "taskmanagers-release-unknown", error=self._recall_error
             )
             return
-        self._remembered = (count,)
-        if count is not None and self.keep_taskmanagers is None and self.idle():
-            self.keep_taskmanagers = count
-            self.log.info("taskmanagers-release-resumed", keep_taskmanagers=count)
+        if remembered is not None and job_id is None:
+            return  # no live job to tell it by yet: asked again
+        if remembered is not None and remembered[1] != job_id:
+            self._remembered = (remembered[0],)  # another job's: cleared by the next `_remember`
+            self.log.info("taskmanagers-release-dropped", keep_taskmanagers=remembered[0], job=remembered[1])
+            return
+        self._remembered = (None if remembered is None else remembered[0],)
+        if remembered is not None and self.keep_taskmanagers is None and self.idle():
+            self.keep_taskmanagers = remembered[0]
+            self.log.info("taskmanagers-release-resumed", keep_taskmanagers=remembered[0])
 
     def _remember(self) -> None:
         """The count a restarted daemon must release to: the pending release, else the count before a
@@ -365,11 +388,18 @@ class VertexExecution:
         if (count,) == self._remembered:
             return
         try:
-            self.pool.remember_release(count)
+            job_id = None if count is None else self._job_id()
+            if count is not None and job_id is None:
+                return  # no live job to tie it to: written at the next step
+            self.pool.remember_release(count, job_id)
         except Exception as error:  # kept in memory all the same; written again at the next change
             self.log.warning("taskmanagers-release-not-remembered", error=described(error))
             return
         self._remembered = (count,)
+
+    def _job_id(self) -> str | None:
+        live = getattr(self.rescaler, "live_job_id", None)
+        return None if live is None else live()
 
     def _request_when_registered(self) -> None:
         if self.waiting is None:

@@ -42,6 +42,12 @@ def _latency_notes(config: Config) -> list[str]:
             f"latency above {scaling.latency_target_ms:.0f} ms for about a minute (the twin held a 2 s "
             "target in 92-95.5% of the seconds); granularity vertex rescales in ~3 s"
         )
+    if not config.prometheus.query_latency_ms.strip() and config.target.kind != "twin":
+        found.append(
+            "scaling.objective: latency without prometheus.query_latency_ms: the queueing model is never "
+            "corrected (on the twin it is ~100% off before it is) and a rescale's pause is priced as if the "
+            "job had no latency of its own"
+        )
     interval_s = config.loop.interval_s
     if interval_s > 10 * target_s:
         found.append(

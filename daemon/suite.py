@@ -156,10 +156,13 @@ def suite_table(rows: list[dict[str, object]], seeds: int) -> str:
 
 
 def shown(value: float, limit: float, digits: int) -> str:
-    """`value` to `digits` decimals, or two more where the rounding would put it on the other side of
-    `limit` than it is (1.1509 printed 1.15 beside a ✗ for '≤ 1.15')."""
-    text = f"{value:.{digits}f}"
-    return text if (float(text) <= limit) == (value <= limit) else f"{value:.{digits + 2}f}"
+    """`value` to `digits` decimals, or as many more as it takes for the printed figure to lie on the side
+    of `limit` it is on (1.1509 printed 1.15 beside a ✗ for '≤ 1.15')."""
+    for shown_digits in range(digits, digits + 8):
+        text = f"{value:.{shown_digits}f}"
+        if (float(text) <= limit) == (value <= limit):
+            return text
+    return text
 
 
 def _whole(value: object) -> str:

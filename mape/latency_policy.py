@@ -428,13 +428,14 @@ def vertex_latency_terms(
     `budget_window_s` (a long calm does not let one rescale spend it all: a pause's cost grows as
     1 / (1 − u), so an error in the capacity costs most where the most was allowed)."""
     correction = latency_of(knowledge)
-    # before the job's latency is read (none yet, or no query for it) the slack is unknown: a pause taken
-    # as if the job had no latency without queueing was priced too low, so nothing comes down for it
-    slack_s = target_s - correction.corrected_s(0.0) if correction.fit.n else -math.inf
+    # before the job's latency is read (none yet, or no query for it) its latency without queueing is taken
+    # as 0, which prices a pause low; taking the whole target instead held every scale-in for good on a
+    # job whose latency is never read (check-config notes a latency objective without a latency query)
+    slack_s = target_s - correction.corrected_s(0.0)
     since_s = math.inf if knowledge.last_rescale_s is None else a.time_s - knowledge.last_rescale_s
     budget_s = (1.0 - met_share) * min(since_s, budget_window_s)
-    slack = (
-        f"{slack_s * 1000:.0f} ms of slack" if correction.fit.n else "no slack known (latency not read yet)"
+    slack = f"{slack_s * 1000:.0f} ms of slack" + (
+        "" if correction.fit.n else " (latency not read yet: taken as 0)"
     )
     allowance = f"latency: {slack} for a rescale's pause, {budget_s:.0f} s over the target allowed since the last rescale"
     peak = forecast_peak_rps(a)

@@ -480,7 +480,7 @@ class VertexPolicy:
         config = sizing.configuration(needed, current, context.floors)
         # none comes down, but none stays above what it may run at (its max parallelism, the slots allowed)
         merged = {v: max(p, min(current[v], len(sizing.curves[v]))) for v, p in config.parallelism.items()}
-        if merged == current:
+        if not any(merged[v] > current[v] for v in merged):  # a clamp alone is no surge: the regular plan's
             return None
         rules = {
             v: config.rules[v]

@@ -44,6 +44,8 @@ class FakeJobManager:
         self.taskmanagers = dict(taskmanagers)
         self.running_since_ms = 0
         self.put_status: tuple[int, dict] = (200, {})
+        self.failing: set[str] = set()
+        """Paths answered 503 (a JobManager busy or restarting)."""
         self.server = FakeServer(self.reply)
         self.rest = FlinkRest(self.server.url, timeout_s=2)
 
@@ -52,6 +54,8 @@ class FakeJobManager:
 
     def reply(self, handler) -> tuple[int, bytes]:
         path = handler.path
+        if path in self.failing:
+            return 503, b"{}"
         if handler.command == "PUT":
             self.put_at_s = time.time()  # when the PUT arrived: what a restart is timed from
             status, body = self.put_status
@@ -174,7 +178,7 @@ def test_a_daemon_restarted_before_the_surplus_was_free_still_releases_it(kube):
     assert target.execution.advance() is not None and kube.replicas(NS, NAME) == 2  # both hold tasks
     apps = client.AppsV1Api(kube.api())
     annotations = apps.read_namespaced_deployment(NAME, NS).metadata.annotations
-    assert annotations[RELEASE_ANNOTATION] == "1"
+    assert json.loads(annotations[RELEASE_ANNOTATION]) == {"count": 1, "job": JOB}
     flink.taskmanagers["10.0.0.2:6122-bbbbbb"] = 0
     restarted = _deployment_target(kube, flink)  # a new daemon: a new execution object
     restarted.execution.advance()
@@ -242,7 +246,7 @@ def test_a_standby_replica_leaves_the_cluster_alone(kube):
     assert kube.replicas(NS, NAME) == 1 and flink.puts() == []
     # the leader's pending release is the leader's: a standby neither takes it up nor says so every loop
     client.AppsV1Api(kube.api()).patch_namespaced_deployment(
-        NAME, NS, {"metadata": {"annotations": {RELEASE_ANNOTATION: "1"}}}
+        NAME, NS, {"metadata": {"annotations": {RELEASE_ANNOTATION: json.dumps({"count": 1, "job": JOB})}}}
     )
     with structlog.testing.capture_logs() as logs:
         for _ in range(3):
@@ -395,3 +399,16 @@ def test_paused_foresail_sends_no_deferred_put_and_stops_no_taskmanager():
         source.observe(180.0, 60.0)
         assert kube.replicas(NS, NAME) < 3
         flink.server.close()
+
+
+def test_a_registration_that_cannot_be_read_is_waited_for_not_a_failed_rescale(kube):
+    """One blip of the JobManager's REST API while a scale-up started dropped the rescale and stopped the
+    TaskManagers it had just asked for."""
+    kube.create_deployment(NS, NAME, replicas=1)
+    _pod(kube, "flink-taskmanager-0", "10.0.0.1")
+    flink = FakeJobManager({A: 1}, {"10.0.0.1:6122-aaaaaa": 1})
+    target = _deployment_target(kube, flink)
+    flink.failing.add("/taskmanagers")
+    target.scale_vertices({A: 2}, 2, now_s=0.0)
+    assert target.execution.waiting is not None and kube.replicas(NS, NAME) == 2
+    flink.server.close()

@@ -90,14 +90,16 @@ def test_logs_of_taskmanagers_gone_are_kept_only_up_to_the_newest_few(cluster_of
     assert own <= logs and len(logs) == 2 + 2
 
 
-def test_the_release_count_survives_in_the_state_directory_and_a_broken_file_means_none(cluster_of):
+def test_the_release_survives_in_the_state_directory_until_the_cluster_stops(cluster_of):
     cluster = cluster_of()
     pool = LocalTaskManagers(cluster, rest=None)
     assert pool.pending_release() is None
-    pool.remember_release(3)
-    assert LocalTaskManagers(cluster_of(), rest=None).pending_release() == 3
-    for broken in ('{"count": 3', "true", "-2", "2.5"):
-        (cluster.state_dir / RELEASE_FILE).write_text(broken)
+    pool.remember_release(3, "job-a")
+    assert LocalTaskManagers(cluster_of(), rest=None).pending_release() == (3, "job-a")
+    broken = ('{"count": 3', "3", '{"count": true, "job": "a"}', '{"count": -2, "job": "a"}', '{"count": 2}')
+    for text in broken:
+        (cluster.state_dir / RELEASE_FILE).write_text(text)
         assert pool.pending_release() is None
-    pool.remember_release(None)
-    assert not (cluster.state_dir / RELEASE_FILE).exists()
+    pool.remember_release(2, "job-a")
+    cluster.stop_all(timeout_s=0.0)  # the job goes with its cluster: nothing left for the next one
+    assert pool.pending_release() is None

@@ -57,6 +57,12 @@ class FakeRescaler:
     def finished(self, rescale: RequestedRescale) -> CompletedRescale | None:
         return self.done
 
+    job = "job"
+    """The live job's id (another after the cluster was redeployed)."""
+
+    def live_job_id(self) -> str | None:
+        return self.job
+
 
 class FakePool:
     def __init__(self, running: int) -> None:
@@ -75,14 +81,14 @@ class FakePool:
         self.running = max(count, count + self.busy) if self.running > count else self.running
         return self.running <= count
 
-    remembered: int | None = None
+    remembered: tuple[int, str] | None = None
     """What a restarted daemon finds (the pool's own store: a file, an annotation)."""
 
-    def pending_release(self) -> int | None:
+    def pending_release(self) -> tuple[int, str] | None:
         return self.remembered
 
-    def remember_release(self, count: int | None) -> None:
-        self.remembered = count
+    def remember_release(self, count: int | None, job_id: str | None) -> None:
+        self.remembered = None if count is None else (count, job_id)
 
 
 def _completed(parallelism: int, finished_s: float = 103.2) -> CompletedRescale:
@@ -140,14 +146,24 @@ def test_a_restarted_daemon_releases_the_surplus_its_predecessor_left(stage):
     assert pool.running == kept and pool.remembered is None  # released, and the record cleared
 
 
+def test_a_release_left_for_another_job_is_dropped_not_applied_to_the_new_one():
+    """The cluster was redeployed with a new job: at its start every TaskManager is free, and the old job's
+    release cut it down to the old count."""
+    pool = FakePool(running=6)
+    pool.remembered = (2, "the job before")
+    execution = VertexExecution(FakeRescaler(), pool)
+    execution.advance()
+    assert pool.running == 6 and pool.remembered is None and execution.keep_taskmanagers is None
+
+
 def test_a_rescale_that_went_out_replaces_the_remembered_release():
     rescaler, pool = FakeRescaler(), FakePool(running=1)
     execution = VertexExecution(rescaler, pool)
     execution.scale_vertices({A: 1, B: 2}, taskmanagers=2)
-    assert pool.remembered == 1  # if the daemon stops now, the new one is surplus
+    assert pool.remembered == (1, "job")  # if the daemon stops now, the new one is surplus
     pool.registered_count = 2
     execution.advance()
-    assert rescaler.requests == [{A: 1, B: 2}] and pool.remembered == 2  # PUT: both are needed
+    assert rescaler.requests == [{A: 1, B: 2}] and pool.remembered == (2, "job")  # PUT: both are needed
     rescaler.done = _completed(2)
     execution.advance()
     assert pool.running == 2 and pool.remembered is None

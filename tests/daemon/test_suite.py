@@ -74,9 +74,10 @@ def test_an_installed_foresail_without_the_shared_traces_says_where_they_are(mon
 
 
 def test_a_figure_next_to_a_mark_is_never_rounded_onto_the_other_side_of_its_target():
-    """1.1509 printed '1.15 ✗' against '≤ 1.15×': the figure gets the digits that show why it missed."""
+    """1.15091 printed '1.15 ✗' against '≤ 1.15×': the figure gets the digits that show why it missed."""
     from daemon.suite import shown
 
-    assert shown(1.15091, 1.15, 2) == "1.1509" and shown(1.1449, 1.15, 2) == "1.14"
-    assert shown(1.0049, 1.0, 2) == "1.0049" and shown(3.04, 3.0, 1) == "3.040"
+    assert shown(1.15091, 1.15, 2) == "1.151" and shown(1.1449, 1.15, 2) == "1.14"
+    assert shown(1.0049, 1.0, 2) == "1.005" and shown(3.04, 3.0, 1) == "3.04"
+    assert shown(1.150001, 1.15, 2) == "1.150001"  # as many digits as it takes
     assert shown(1.15, 1.15, 2) == "1.15" and shown(0.79996, 0.8, 2) == "0.80"

@@ -410,14 +410,14 @@ def test_the_job_level_latency_objective_keeps_the_surge_rule_inside_stabilizati
     assert decision.rule == "surge" and decision.target_scaleout >= 8  # 7,000 rps at 1,000 a worker
 
 
-def test_before_the_latency_is_read_no_pause_is_priced_as_free():
-    """Without a reading the job's own latency is unknown: taking it as 0 priced a scale-in's pause too low."""
+def test_before_the_latency_is_read_the_slack_says_it_assumed_none():
+    """Without a reading the job's own latency is unknown: the pause is priced as if it were 0 (the whole
+    target left), and the audit says so; once read, the slack is what is left of the target."""
     terms = vertex_latency_terms(_assessment(1_000, (_vertex("e1", 200.0),)), Knowledge(), 2.0, 18, 0.99)
-    assert terms.slack_s == -math.inf and "latency not read yet" in terms.reasons[-1]
+    assert terms.slack_s == 2.0 and "latency not read yet: taken as 0" in terms.reasons[-1]
     learned = Knowledge()
     learned.extensions[LATENCY] = LatencyKnowledge()
     for _ in range(3):
         learned.extensions[LATENCY].learn(0.01, 0.51)
-    assert vertex_latency_terms(
-        _assessment(1_000, (_vertex("e1", 200.0),)), learned, 2.0, 18, 0.99
-    ).slack_s == pytest.approx(1.5, abs=0.01)
+    read = vertex_latency_terms(_assessment(1_000, (_vertex("e1", 200.0),)), learned, 2.0, 18, 0.99)
+    assert read.slack_s == pytest.approx(1.5, abs=0.01) and "taken as 0" not in read.reasons[-1]

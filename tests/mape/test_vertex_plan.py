@@ -569,13 +569,33 @@ def test_a_plan_that_keeps_every_vertex_is_a_hold_with_several_slots_per_taskman
     assert (decision.current_scaleout, decision.target_scaleout, decision.action) == (2, 2, "hold")
 
 
-def test_a_surge_brings_a_vertex_above_what_it_may_run_at_down_to_it():
-    """None comes down in a surge, except to where a vertex may run: 4 subtasks on 3 slots allowed (the
-    TaskManagers allowed were lowered) cannot be kept, and a PUT of it is what Flink refuses."""
-    surging = dataclasses.replace(
-        assessment(3_500.0, backlog=12_000.0), workload_recent_rps=6_000.0, expected_upper_rps=4_500.0
+def _running(src: int, map_: int, agg: int) -> JobGraph:
+    return JobGraph(
+        (
+            JobVertex("src", "source", src, 128),
+            JobVertex("map", "map", map_, 128),
+            JobVertex("agg", "agg", agg, 128),
+        ),
+        GRAPH.edges,
     )
-    proposal = VertexPolicy(1, 3, 600.0, 60.0).urgent(surging, knowledge_with(FakeDag()))
-    assert proposal.rule == "vertex-surge"
-    assert max(proposal.vertex_parallelism.values()) == 3
-    assert proposal.vertex_rules["agg"] == "max-parallelism"
+
+
+def test_a_surge_brings_a_vertex_above_what_it_may_run_at_down_to_it():
+    """None comes down in a surge, except to where a vertex may run: agg at 4 subtasks on 3 slots allowed
+    (the TaskManagers allowed were lowered) cannot be kept, and a PUT of it is what Flink refuses. A surge
+    in which no vertex can grow is none: lowering one alone would restart the job for less capacity."""
+    policy3 = VertexPolicy(1, 3, 600.0, 60.0)
+    for running, grows in ((_running(1, 2, 4), True), (_running(3, 3, 4), False)):
+        knowledge = knowledge_with(FakeDag())
+        knowledge.extensions[VERTEX].graph = running
+        surging = dataclasses.replace(
+            assessment(3_500.0, backlog=12_000.0, graph=running),
+            workload_recent_rps=6_000.0,
+            expected_upper_rps=4_500.0,
+        )
+        proposal = policy3.urgent(surging, knowledge)
+        if not grows:
+            assert proposal is None
+            continue
+        assert proposal.rule == "vertex-surge" and proposal.vertex_parallelism["map"] == 3
+        assert proposal.vertex_parallelism["agg"] == 3 and proposal.vertex_rules["agg"] == "max-parallelism"
