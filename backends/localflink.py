@@ -485,12 +485,10 @@ class LocalTaskManagers:
         return len(free) >= surplus
 
     def pending_release(self) -> tuple[int, str] | None:
+        # none, or a file cut short: no release is better than a wrong one
         try:
             remembered = json.loads((self.cluster.state_dir / RELEASE_FILE).read_text())
-        except (
-            FileNotFoundError,
-            ValueError,
-        ):  # none, or a file cut short: no release is better than a wrong one
+        except (FileNotFoundError, ValueError):
             return None
         return remembered_release(remembered)
 
