@@ -173,3 +173,25 @@ def test_an_unknown_objective_is_refused(capsys):
         main(["simulate", "--workload", "builtin:sine", "--objective", "throughput"])
     assert exit_info.value.code == 2
     assert "invalid choice: 'throughput'" in capsys.readouterr().err
+
+
+def test_a_p99_target_is_scored_on_each_seconds_worst_latency_not_its_mean():
+    """The summary labelled a p99 target's share but scored every second's mean."""
+    import numpy as np
+
+    from config.schema import Config
+    from daemon.simulate import _latency_summary
+    from mape.knowledge import Knowledge
+    from simulator.twin import Twin
+
+    trace = np.concatenate([np.full(600, 3_000.0), np.full(300, 15_000.0), np.full(600, 2_000.0)])
+    twin = Twin(trace, parallelism=4, seed=1)
+    twin.advance_to(500)
+    twin.scale_to(6, 500)  # a restart: records wait, the seconds' worst and mean latencies part
+    twin.advance_to(1_500)
+
+    def share(stat: str) -> float:
+        config = Config.model_validate({"scaling": {"latency_target_ms": 2000, "latency_target_stat": stat}})
+        return _latency_summary(twin, config, Knowledge())["latency_target_met_share"]
+
+    assert share("p99") < share("mean") < 1.0
