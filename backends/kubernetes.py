@@ -479,12 +479,8 @@ class DeploymentTaskManagers:
         try:
             ids = set(self.rest.taskmanager_tasks())
             pods = self._pods()
-        except (
-            *BAD_ANSWER,
-            ApiException,
-            urllib3.exceptions.HTTPError,
-        ):  # not known yet: asked again next step
-            return 0
+        except (*BAD_ANSWER, ApiException, urllib3.exceptions.HTTPError):
+            return 0  # not known yet: asked again at the next step
         return sum(1 for pod in pods if _taskmanager_of(pod, ids))
 
     def pending_release(self) -> tuple[int, str] | None:

@@ -320,25 +320,33 @@ class VertexExecution:
     def advance(self, act: bool = True) -> CompletedRescale | None:
         """Moves the rescale on (see the class docstring); the completed rescale, once, when it finishes.
         Without `act` (foresail only recommends) it follows only: no PUT, no TaskManager stopped."""
-        if act:
-            self._recall()
-            try:
-                self._request_when_registered()
-            finally:
-                self._remember()
-        completed = None
-        if self.requested is not None:
-            completed = self.rescaler.finished(self.requested)
-            if completed is not None:
-                self.requested = None
-        if act and self.idle() and self.keep_taskmanagers is not None:
-            try:
-                if self.pool.shrink_to(self.keep_taskmanagers):
-                    self.keep_taskmanagers = None
-            except Exception as error:  # the rescale finished all the same; the release is tried again
-                self.log.warning("taskmanagers-release-failed", error=described(error))
+        if not act:
+            return self._follow()
+        self._recall()
+        try:
+            self._request_when_registered()
+            completed = self._follow()
+            self._release_surplus()
+            return completed
+        finally:
             self._remember()
+
+    def _follow(self) -> CompletedRescale | None:
+        if self.requested is None:
+            return None
+        completed = self.rescaler.finished(self.requested)
+        if completed is not None:
+            self.requested = None
         return completed
+
+    def _release_surplus(self) -> None:
+        if not self.idle() or self.keep_taskmanagers is None:
+            return
+        try:
+            if self.pool.shrink_to(self.keep_taskmanagers):
+                self.keep_taskmanagers = None
+        except Exception as error:  # the rescale finished all the same; the release is tried again
+            self.log.warning("taskmanagers-release-failed", error=described(error))
 
     def idle(self) -> bool:
         """No rescale waits for TaskManagers or for Flink."""

@@ -482,14 +482,12 @@ class VertexPolicy:
         merged = {v: max(p, min(current[v], len(sizing.curves[v]))) for v, p in config.parallelism.items()}
         if not any(merged[v] > current[v] for v in merged):  # a clamp alone is no surge: the regular plan's
             return None
-        rules = {
-            v: config.rules[v]
-            if merged[v] > current[v]
-            else "keep"
-            if merged[v] == current[v]
-            else "max-parallelism"
-            for v in merged
-        }
+        rules = {}
+        for v, p in merged.items():
+            if p > current[v]:
+                rules[v] = config.rules[v]
+            else:
+                rules[v] = "keep" if p == current[v] else "max-parallelism"
         target = sizing.evaluate(merged, rules)
         seen = "no earlier upper bound" if not math.isfinite(expected) else f"upper bound {expected:.0f}"
         return context.proposal(
