@@ -6,11 +6,16 @@ Here the body is read in chunks against a deadline and a size cap; exceeding eit
 `requests.Timeout` / `requests.ConnectionError`, which the callers already name and hold on. The Kubernetes
 client's `_request_timeout` is per read too (urllib3's `total` bounds the connect and each read): its pool
 manager is wrapped the same way (`BoundedPoolManager`), raising urllib3's timeout, which the retry layer
-counts as transient. A server that drips its headers is still bounded only per read.
+counts as transient. The status line and headers come before any of that, read by `http.client` line by
+line: a server that drips them is bounded by a watchdog that cuts the connection's socket once they
+have taken `ANSWER_DEADLINE_READS` read timeouts (`pool_classes`, installed in both clients' pools).
 """
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import threading
 import time
 import zlib
 from collections.abc import Callable
@@ -25,6 +30,98 @@ MAX_ANSWER_BYTES = 256 * 1024 * 1024
 """Larger than any answer the loop asks for (30,000 worker series of a window are ~20 MB)."""
 
 
+class _HeadersInTime:
+    """An urllib3 connection whose status line and headers arrive within `ANSWER_DEADLINE_READS` × its
+    read timeout (`timeout`, which the pool sets before reading them), or whose socket is cut. A cut
+    raises a read timeout, which both clients already name and hold on, also where `http.client` read
+    the cut as the end of the headers and had an empty answer."""
+
+    timeout: object
+    sock: socket.socket | None
+
+    def getresponse(self):  # type: ignore[no-untyped-def]
+        read_s = self.timeout
+        if not isinstance(read_s, int | float) or not read_s > 0 or self.sock is None:
+            return super().getresponse()  # type: ignore[misc]
+        limit_s = ANSWER_DEADLINE_READS * read_s
+        with _Watchdog(self.sock, limit_s) as watchdog:
+            try:
+                response = super().getresponse()  # type: ignore[misc]
+            except Exception as error:
+                if watchdog.cut:
+                    raise TimeoutError(f"the answer's headers took over {limit_s:g} s") from error
+                raise
+        if watchdog.cut:
+            response.close()
+            raise TimeoutError(f"the answer's headers took over {limit_s:g} s")
+        return response
+
+
+class _Watchdog:
+    """Shuts a socket down (waking the read blocked on it) unless left within `limit_s`; `cut` says
+    whether it did. Left and cut are decided under one lock: a cut never lands after the exit."""
+
+    def __init__(self, sock: socket.socket, limit_s: float) -> None:
+        self._sock = sock
+        self._lock = threading.Lock()
+        self._left = False
+        self.cut = False
+        self._timer = threading.Timer(limit_s, self._cut_off)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Watchdog:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._left = True
+        self._timer.cancel()
+
+    def _cut_off(self) -> None:
+        with self._lock:
+            if self._left:
+                return
+            self.cut = True
+            with contextlib.suppress(OSError):  # already closed
+                self._sock.shutdown(socket.SHUT_RDWR)
+
+
+class _HTTPConnection(_HeadersInTime, urllib3.connection.HTTPConnection):
+    pass
+
+
+class _HTTPSConnection(_HeadersInTime, urllib3.connection.HTTPSConnection):
+    pass
+
+
+class _HTTPPool(urllib3.HTTPConnectionPool):
+    ConnectionCls = _HTTPConnection
+
+
+class _HTTPSPool(urllib3.HTTPSConnectionPool):
+    ConnectionCls = _HTTPSConnection
+
+
+def pool_classes() -> dict[str, type[urllib3.HTTPConnectionPool]]:
+    """urllib3's pools per scheme, with connections whose headers are read within the deadline."""
+    return {"http": _HTTPPool, "https": _HTTPSPool}
+
+
+class _Adapter(requests.adapters.HTTPAdapter):
+    """`requests`' adapter with those pools, also through a proxy."""
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = pool_classes()
+
+    def proxy_manager_for(self, proxy: str, **kwargs: Any) -> urllib3.PoolManager:
+        manager = super().proxy_manager_for(proxy, **kwargs)
+        if isinstance(manager, urllib3.ProxyManager):  # a SOCKS proxy's manager keeps its own pools
+            manager.pool_classes_by_scheme = pool_classes()
+        return manager
+
+
 class BoundedSession(requests.Session):
     """A session whose requests read their body within `ANSWER_DEADLINE_READS` × the read timeout.
 
@@ -34,6 +131,19 @@ class BoundedSession(requests.Session):
     def __init__(self) -> None:
         super().__init__()
         self.headers["Accept-Encoding"] = "gzip, deflate"  # what `_decoded` can bound
+        self.mount("https://", _Adapter())
+        self.mount("http://", _Adapter())
+
+    def mount(self, prefix: str, adapter: requests.adapters.BaseAdapter) -> None:
+        """prometheus-api-client mounts a plain adapter of its own (for its retries): it gets our pools."""
+        if type(adapter) is requests.adapters.HTTPAdapter:
+            adapter = _Adapter(
+                pool_connections=adapter._pool_connections,  # type: ignore[attr-defined]
+                pool_maxsize=adapter._pool_maxsize,  # type: ignore[attr-defined]
+                max_retries=adapter.max_retries,
+                pool_block=adapter._pool_block,  # type: ignore[attr-defined]
+            )
+        super().mount(prefix, adapter)
 
     def request(self, method: str, url: str, *args, **kwargs) -> requests.Response:  # type: ignore[override]
         read_s = _seconds(kwargs.get("timeout"))
@@ -70,6 +180,7 @@ class BoundedPoolManager:
     manager's."""
 
     def __init__(self, inner: urllib3.PoolManager) -> None:
+        inner.pool_classes_by_scheme = pool_classes()
         self._inner = inner
 
     def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> urllib3.BaseHTTPResponse:

@@ -52,13 +52,7 @@ class FakeServer:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        scheme = "http"
-        if tls is not None:
-            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            context.load_cert_chain(str(tls[0]), str(tls[1]))
-            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
-            scheme = "https"
-        self.url = f"{scheme}://127.0.0.1:{self.server.server_address[1]}"
+        self.url = f"{_serve_tls(self.server, tls)}://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self) -> None:
@@ -68,9 +62,12 @@ class FakeServer:
 
 
 @contextmanager
-def raw_server(answer: Callable[[BaseHTTPRequestHandler], None]) -> Iterator[str]:
+def raw_server(
+    answer: Callable[[BaseHTTPRequestHandler], None], tls: tuple[Path, Path] | None = None
+) -> Iterator[str]:
     """The URL of a server on 127.0.0.1 whose every request (GET, PUT, PATCH) `answer` writes by hand:
-    headers that promise more than comes, a body cut short or dripping, a status with any body."""
+    headers that promise more than comes, a body cut short or dripping, a status with any body. With
+    `tls` (certificate, key), over HTTPS."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -83,11 +80,22 @@ def raw_server(answer: Callable[[BaseHTTPRequestHandler], None]) -> Iterator[str
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
+    scheme = _serve_tls(server, tls)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield f"{scheme}://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
+
+
+def _serve_tls(server: ThreadingHTTPServer, tls: tuple[Path, Path] | None) -> str:
+    """The server's scheme: with `tls` (certificate, key) its socket is wrapped for HTTPS."""
+    if tls is None:
+        return "http"
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(str(tls[0]), str(tls[1]))
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    return "https"
 
 
 def send_headers(handler: BaseHTTPRequestHandler, content_length: int) -> None:

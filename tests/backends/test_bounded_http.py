@@ -9,7 +9,9 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 
 import pytest
 import requests
@@ -20,7 +22,7 @@ from backends.flinkrest import FlinkRest
 from backends.kubernetes import DeploymentScale, api_client
 from backends.prometheus import PrometheusClient
 from config.backends import KubernetesConfig, PrometheusConfig
-from tests.backends.fake_http import raw_server, send_headers, within
+from tests.backends.fake_http import raw_server, self_signed_cert, send_headers, within
 
 
 def _dripping(head: Callable[[BaseHTTPRequestHandler], None], first: bytes, chunk: bytes) -> Iterator[str]:
@@ -66,11 +68,12 @@ def test_a_dripping_prometheus_times_out(dripping_url):
     assert "the answer took over 1.5 s" in within(20, query)
 
 
-def _api_at(url: str, tmp_path) -> object:
+def _api_at(url: str, tmp_path, ca: Path | None = None) -> object:
     kubeconfig = tmp_path / "kubeconfig"
+    authority = f", certificate-authority: '{ca}'" if ca else ""
     kubeconfig.write_text(
         "apiVersion: v1\nkind: Config\ncurrent-context: drip\n"
-        f"clusters: [{{name: drip, cluster: {{server: '{url}'}}}}]\n"
+        f"clusters: [{{name: drip, cluster: {{server: '{url}'{authority}}}}}]\n"
         "users: [{name: drip, user: {token: t}}]\n"
         "contexts: [{name: drip, context: {cluster: drip, user: drip}}]\n"
     )
@@ -159,3 +162,74 @@ def test_a_gzip_answer_of_several_members_is_read_whole_and_a_damaged_one_is_a_b
     ):
         BoundedSession().get(url, timeout=2)
     assert not isinstance(raised.value, requests.ConnectionError)  # not "unreachable"
+
+
+@contextmanager
+def _dripping_headers(tls: tuple[Path, Path] | None = None) -> Iterator[str]:
+    """A server that sends its status line, then one header's value a byte every 50 ms: `http.client`
+    reads a header line of up to 64 KiB, so the headers alone took the best part of an hour."""
+
+    def drip(handler: BaseHTTPRequestHandler) -> None:
+        try:
+            handler.wfile.write(b"HTTP/1.1 200 OK\r\nX-Drip: ")
+            while not stopped.is_set():
+                handler.wfile.write(b"a")
+                handler.wfile.flush()
+                stopped.wait(0.05)
+        except OSError:  # the client gave up
+            pass
+
+    stopped = threading.Event()
+    with raw_server(drip, tls) as url:
+        yield url
+        stopped.set()
+
+
+def test_dripping_headers_bound_flink_rest_and_prometheus():
+    with _dripping_headers() as url:
+        assert within(20, lambda: FlinkRest(url, timeout_s=0.5).job_status()) is None
+        client = PrometheusClient(PrometheusConfig(url=url, timeout_s=0.5, retries=0))
+
+        def query() -> str:
+            try:
+                client.instant("up", time.time())
+            except requests.RequestException as error:  # through its retry: a ConnectionError
+                return str(error)
+            return "answered"
+
+        assert "Read timed out" in within(20, query)
+
+
+def test_dripping_headers_over_tls_bound_the_kubernetes_client(tmp_path):
+    """The API server is HTTPS: the watchdog cuts a TLS socket as well."""
+    cert, key = self_signed_cert(tmp_path)
+    with _dripping_headers((cert, key)) as url:
+        deployment = DeploymentScale(_api_at(url, tmp_path, ca=cert), "flink", "tm", timeout_s=0.5)
+
+        def read() -> str:
+            try:
+                deployment.desired()
+            except urllib3.exceptions.HTTPError as error:  # urllib3 wraps the read timeout: MaxRetryError
+                return str(error)
+            return "answered"
+
+        assert "Read timed out" in within(20, read)
+
+
+def test_headers_in_time_leave_the_connection_to_be_reused():
+    """The watchdog of an answer that came in time is called off: the pooled connection serves the next
+    requests (one client port for all), and no watchdog is left running."""
+    ports: list[int] = []
+
+    def answer(handler: BaseHTTPRequestHandler) -> None:
+        ports.append(handler.client_address[1])
+        handler.protocol_version, handler.close_connection = "HTTP/1.1", False  # keep-alive
+        _answer(b"{}", "identity")(handler)
+
+    with raw_server(answer) as url:
+        session = BoundedSession()
+        assert [session.get(url, timeout=5).content for _ in range(3)] == [b"{}"] * 3
+    assert len(set(ports)) == 1
+    for timer in [t for t in threading.enumerate() if isinstance(t, threading.Timer)]:
+        timer.join(1)
+        assert not timer.is_alive(), "a watchdog outlived its answer"
