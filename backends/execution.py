@@ -31,7 +31,7 @@ import structlog
 from backends.retry import described
 from backends.vertex_rescale import PutUnanswered, VertexExecution
 from mape.interfaces import MetricsSource, NotApplied, ScalingTarget
-from messages.types import CompletedRescale, Observation
+from messages.types import CompletedRescale, FailedMemoryChange, Observation
 
 
 class FollowableTarget(ScalingTarget, Protocol):
@@ -80,6 +80,8 @@ class RescaleFollower:
         """Per-vertex rescales finished since the last `take_completed`."""
         self.withdrawn_s: list[float] = []
         """Request times of per-vertex rescales that never went out since the last `take_completed`."""
+        self.failed_memory: list[FailedMemoryChange] = []
+        """Memory changes timed out since the last `take_failed_memory`."""
 
     def requested(self, scaleout: int, now_s: float, managed_mb: float | None = None) -> None:
         self._adopted = True
@@ -96,6 +98,11 @@ class RescaleFollower:
         completed, withdrawn = tuple(self.completed), tuple(self.withdrawn_s)
         self.completed, self.withdrawn_s = [], []
         return completed, withdrawn
+
+    def take_failed_memory(self) -> tuple[FailedMemoryChange, ...]:
+        """The memory changes timed out since the last call."""
+        failed, self.failed_memory = tuple(self.failed_memory), []
+        return failed
 
     def check(
         self, now_s: float, observed_parallelism: int | None, observed_managed_mb: float | None = None
@@ -125,6 +132,8 @@ class RescaleFollower:
             self._finish("ready", elapsed, pending)
             return None
         if elapsed > self.timeout_s:
+            if pending.managed_mb is not None:  # the memory extension must not judge a level never run
+                self.failed_memory.append(FailedMemoryChange(pending.since_s, pending.managed_mb))
             self._finish("timeout", elapsed, pending, observed_parallelism=observed_parallelism)
             return None
         return (
@@ -309,11 +318,13 @@ class FollowingSource:
         observation = self.source.observe(now_s, window_s)
         note = self.follower.check(now_s, observation.parallelism, observation.managed_memory_mb)
         completed, withdrawn = self.follower.take_completed()
-        if completed or withdrawn:
+        failed_memory = self.follower.take_failed_memory()
+        if completed or withdrawn or failed_memory:
             observation = dataclasses.replace(
                 observation,
                 completed_rescales=(*observation.completed_rescales, *completed),
                 withdrawn_rescales_s=(*observation.withdrawn_rescales_s, *withdrawn),
+                failed_memory_changes=(*observation.failed_memory_changes, *failed_memory),
             )
         if note is None:
             return observation

@@ -19,7 +19,7 @@ from capacity.model import CapacityEstimate, CapacityModel, WorkerWindow
 from mape.analyze import per_second
 from mape.knowledge import Knowledge
 from memory.curve import capacities_at, observed_curve
-from memory.knowledge import MemoryKnowledge, memory_of, reconcile
+from memory.knowledge import RETRY_FAILED_LEVEL_S, MemoryKnowledge, memory_of, reconcile
 from memory.levels import MemoryLevels
 from messages.types import Assessment, Decision, MemoryAssessment, Observation
 from recovery.predict import predict_restarts, replay_records
@@ -54,6 +54,7 @@ class MemoryAnalysis:
         """
         memory = memory_of(knowledge)
         reconcile(memory, self.levels)
+        _forget_failed(memory, observation)
         memory.history.observe(observation.operators)
         _count_stateless(memory, observation)
         reading = self._reading(memory, observation.managed_memory_mb)
@@ -183,6 +184,28 @@ class MemoryAnalysis:
             capacities_by_level=capacities,
             recovery_by_level=recoveries,
             lag_catch_up_by_level=catch_ups,
+            unreachable_levels=memory.unreachable_levels(self.levels, observation.time_s),
+        )
+
+
+def _forget_failed(memory: MemoryKnowledge, observation: Observation) -> None:
+    """Memory changes the execute side gave up on: their history entries change no level (a level-up that
+    never ran was judged "improved nothing" and rolled back), and their memory is not asked for again
+    for a while (`MemoryKnowledge.unreachable_levels`; a level explored again timed out again)."""
+    if not observation.failed_memory_changes:
+        return
+    memory.failed_changes = [
+        f for f in memory.failed_changes if observation.time_s - f.requested_s < RETRY_FAILED_LEVEL_S
+    ]
+    for failed in observation.failed_memory_changes:
+        memory.failed_changes.append(failed)
+        memory.history.withdraw(failed.requested_s)
+        LOG.warning(
+            "memory-change-timed-out",
+            managed_mb=failed.managed_mb,
+            requested_s=failed.requested_s,
+            reason="the job never ran with it: not a step to judge, and not tried again for "
+            f"{RETRY_FAILED_LEVEL_S:.0f} s",
         )
 
 

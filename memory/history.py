@@ -5,7 +5,7 @@ signals it showed just before, so the next decision can tell whether a memory st
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import structlog
 
@@ -105,6 +105,15 @@ class MemoryHistory:
             )
             self.last[name] = entry
             self.new_records.append(entry)
+
+    def withdraw(self, requested_s: float) -> None:
+        """A memory change requested at `requested_s` never ran (it timed out): the operators it raised
+        keep it as a step that changed no level, so no later decision judges the level by it."""
+        for name, entry in list(self.last.items()):
+            if entry.time_s == requested_s and entry.scaled_up:
+                withdrawn = replace(entry, to_level=entry.from_level, rule=f"{entry.rule} (timed out)")
+                self.last[name] = withdrawn
+                self.new_records.append(withdrawn)
 
     def to_dict(self) -> dict:
         return {

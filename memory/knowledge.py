@@ -22,12 +22,16 @@ from mape.knowledge_store import KnowledgeStore
 from memory.capacities import LevelCapacities
 from memory.history import MemoryHistory, OperatorDecision, stored_decisions
 from memory.levels import MemoryLevels
-from messages.types import finite_number
+from messages.types import FailedMemoryChange, finite_number
 
 MEMORY = "memory"
 """The memory extension's name: its key in `Knowledge.extensions` and in the saved state."""
 
 LOG = structlog.get_logger("foresail.memory")
+
+RETRY_FAILED_LEVEL_S = 3600.0
+"""A level whose change timed out (its pods never came up with the memory) is tried again after this
+long: the cluster may have room by then."""
 
 
 @dataclass
@@ -47,6 +51,9 @@ class MemoryKnowledge:
     stateless_since_s: float | None = None
     """Loop time of the first of the windows in a row whose operators were reported and none showed state
     (None: the last window showed state, or none was reported)."""
+    failed_changes: list[FailedMemoryChange] = field(default_factory=list)
+    """Memory changes that timed out: the memory they asked for is not given again for a while
+    (`unreachable_levels`)."""
     bad_reading: str | None = field(default=None, compare=False)
     """This window's implausible managed-memory reading, said in the decision (not saved)."""
 
@@ -70,6 +77,9 @@ class MemoryKnowledge:
             "base_mb": self.base_mb,
             "max_level": self.max_level,
             "stateless_since_s": self.stateless_since_s,
+            "failed_changes": [
+                {"requested_s": f.requested_s, "managed_mb": f.managed_mb} for f in self.failed_changes
+            ],
         }
 
     @classmethod
@@ -82,7 +92,18 @@ class MemoryKnowledge:
             base_mb=_stored(data, "base_mb", lambda v: finite_number(v) and v > 0),
             max_level=_stored(data, "max_level", _is_level),
             stateless_since_s=_stored(data, "stateless_since_s", lambda v: finite_number(v) and v >= 0),
+            failed_changes=_failed_changes(data.get("failed_changes")),
         )
+
+    def unreachable_levels(self, levels: MemoryLevels, now_s: float) -> frozenset[int]:
+        """The levels not to be given now: those with at least the memory of a change that timed out in
+        the last `RETRY_FAILED_LEVEL_S` (more memory per pod is no easier to schedule)."""
+        recent = [
+            f.managed_mb for f in self.failed_changes if 0 <= now_s - f.requested_s < RETRY_FAILED_LEVEL_S
+        ]
+        if not recent:
+            return frozenset()
+        return frozenset(level for level in levels.all if levels.managed_mb(level) >= min(recent) - 0.5)
 
 
 def reconcile(memory: MemoryKnowledge, levels: MemoryLevels) -> None:
@@ -154,6 +175,22 @@ def _stored(data: dict, key: str, valid):
 
 MAX_STORED_LEVEL = 64
 """Far above any configured level (memory.max_level ≤ 8); 2000 stored overflowed 2**level every iteration."""
+
+
+def _failed_changes(value: object) -> list[FailedMemoryChange]:
+    """The stored timed-out changes; one that is not a (time, positive MB) pair is dropped with a warning."""
+    entries = value if isinstance(value, list) else []
+    kept = [
+        FailedMemoryChange(float(e["requested_s"]), float(e["managed_mb"]))
+        for e in entries
+        if isinstance(e, dict)
+        and finite_number(e.get("requested_s"))
+        and finite_number(e.get("managed_mb"))
+        and e["managed_mb"] > 0
+    ]
+    if len(kept) < len(entries) or not isinstance(value, list | None):
+        LOG.warning("memory-state-value-dropped", key="failed_changes", value=repr(value)[:80])
+    return kept
 
 
 def _is_level(value: object) -> bool:

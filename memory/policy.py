@@ -29,7 +29,9 @@ latencies are ignored, a rollback to a level outside 0..max_level is skipped, an
 level meets the rescale budget and the scale-in checks from the real current scale-out (`_held`).
 
 A level known from capacity knowledge is never "explored" again by step 2: a scale-up that was rolled back
-stays known as the worse option, so the policy cannot oscillate up and back.
+stays known as the worse option, so the policy cannot oscillate up and back. A memory change that timed out
+(the job never ran with it) is no step to judge, and neither its level nor any above is planned for an hour
+(`MemoryAssessment.unreachable_levels`): explored again, it timed out again.
 """
 
 from __future__ import annotations
@@ -203,7 +205,11 @@ class MemoryAwarePolicy:
         hit_rate, latency_ns = lowest_hit_rate(operators), highest_latency_ns(operators)
         signals = f"hit rate {_pct(hit_rate)}, state latency {_ms(latency_ns)}"
         up = level + 1
-        unexplored = up <= self.levels.max_level and up not in memory.capacities_by_level
+        unexplored = (
+            up <= self.levels.max_level
+            and up not in memory.capacities_by_level
+            and up not in memory.unreachable_levels
+        )
         last = _last_decisions(knowledge, operators)
         if last and last[0].scaled_up:
             verdict = self._improved(operators, last)
@@ -365,11 +371,12 @@ class MemoryAwarePolicy:
         return self.cpu.propose(self._view(a, memory, level, 0), knowledge)
 
     def _other_levels(self, memory: MemoryAssessment) -> list[int]:
-        """The other levels worth planning: in 0..max_level, with some plausible capacity."""
+        """The other levels worth planning: in 0..max_level, with some plausible capacity, and not one whose
+        change timed out lately."""
         return [
             level
             for level in sorted(set(memory.capacities_by_level) & set(self.levels.all))
-            if _usable(memory.capacities_by_level[level])
+            if _usable(memory.capacities_by_level[level]) and level not in memory.unreachable_levels
         ]
 
     @staticmethod

@@ -192,6 +192,15 @@ class SubtaskSeries:
 
 
 @dataclass(frozen=True)
+class FailedMemoryChange:
+    """A memory change (memory levels) whose job was not running with the new managed memory within the
+    rescale timeout: on Kubernetes, pods that cannot be scheduled with it."""
+
+    requested_s: float
+    managed_mb: float
+
+
+@dataclass(frozen=True)
 class CompletedRescale:
     """A rescale from its request to the job running at the new configuration (the measured downtime)."""
 
@@ -243,6 +252,8 @@ class Observation:
     """Request times of rescales the loop executed that never reached Flink (a deferred per-vertex PUT that
     Flink refused, or one dropped while foresail was paused): nothing restarted, so neither the
     stabilization nor the rescale budget may count them."""
+    failed_memory_changes: tuple[FailedMemoryChange, ...] = ()
+    """Memory changes the execute side gave up on since the previous observation (timed out)."""
     recent_input_rate_rps: np.ndarray | None = None
     """The input rate over a shorter window, at the input-rate timestamps: what surges are judged on where
     `input_rate_rps` is smoothed over a minute; None where the backend has only the one rate."""
@@ -281,6 +292,8 @@ class MemoryAssessment:
     capacities_by_level: dict[int, dict[int, float]] = field(default_factory=dict)
     recovery_by_level: dict[int, dict[int, float]] = field(default_factory=dict)
     lag_catch_up_by_level: dict[int, dict[int, float]] = field(default_factory=dict)
+    unreachable_levels: frozenset[int] = frozenset()
+    """Levels the job cannot be given now: from a level whose change timed out lately, up."""
 
     @property
     def stateful_operators(self) -> tuple[OperatorState, ...]:

@@ -22,7 +22,7 @@ from backends.localflink import LocalFlinkCluster, LocalFlinkTarget
 from mape.knowledge import KnowledgeSettings
 from mape.knowledge_store import KnowledgeStore
 from mape.loop import MapeLoop
-from messages.types import Assessment, Decision, Observation
+from messages.types import Assessment, Decision, FailedMemoryChange, Observation
 from tests.backends.kube_emulator import TM_LABELS, KubeEmulator
 from tests.e2e.stack import wait_for
 
@@ -267,6 +267,21 @@ def test_a_memory_change_is_followed_until_the_job_runs_with_the_new_memory():
     assert any("managed memory 158 MB, not 316" in p for p in watched.observe(60.0, 60.0).problems)
     source.managed_mb = 316.0
     assert watched.observe(120.0, 60.0).problems == ()
+
+
+def test_a_memory_change_that_times_out_is_named_once_to_the_analysis():
+    """The job never ran with 316 MB: the observation after the timeout says so (the memory extension then
+    judges no level by it), the next one does not again, and a rescale without memory is not named."""
+    raw, source = _Target(), _Source()
+    follower = RescaleFollower(raw, 300.0)
+    follower.check(0.0, 3)
+    FollowedTarget(raw, follower).reconfigure(3, 316.0, now_s=0.0)
+    watched = FollowingSource(source, follower)
+    assert watched.observe(240.0, 60.0).failed_memory_changes == ()
+    assert watched.observe(360.0, 60.0).failed_memory_changes == (FailedMemoryChange(0.0, 316.0),)
+    assert watched.observe(420.0, 60.0).failed_memory_changes == ()
+    FollowedTarget(raw, follower).scale_to(5, now_s=500.0)  # the job stays at 3: times out too
+    assert watched.observe(900.0, 60.0).failed_memory_changes == ()
 
 
 def test_recommend_only_does_not_change_memory_either():

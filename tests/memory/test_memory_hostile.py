@@ -16,10 +16,10 @@ from memory.analysis import MemoryAnalysis
 from memory.capacities import LevelCapacities
 from memory.cost import Prices
 from memory.history import MemoryHistory
-from memory.knowledge import MEMORY, MemoryKnowledge, memory_of
+from memory.knowledge import MEMORY, RETRY_FAILED_LEVEL_S, MemoryKnowledge, memory_of
 from memory.levels import MemoryLevels
 from memory.policy import MemoryAwarePolicy, MemorySettings
-from messages.types import Assessment, Observation, OperatorState
+from messages.types import Assessment, FailedMemoryChange, Observation, OperatorState
 from tests.memory.test_memory_capacity import _learn
 from tests.memory.test_memory_policy import NOW_S, _assessment, _knowledge, _policy, _scaled_up
 
@@ -270,3 +270,30 @@ def test_a_level_up_no_scale_out_carries_says_it_takes_the_most():
     assessment = _assessment(average=150_000.0, peak=150_000.0, hit_rate=0.5)  # 12 workers carry 120,000
     proposal = _policy().propose_configuration(assessment, _knowledge())
     assert proposal.rule == "memory-up" and "with 12 workers, the most: none carries" in proposal.reasons[-1]
+
+
+# ---- 5. a memory change that never ran -------------------------------------------------------------
+def test_a_level_up_that_timed_out_is_no_step_to_judge_and_is_not_tried_again_for_an_hour():
+    """The level-up's pods never came up (no node had room): the job ran on at level 0. Its history entry
+    read as a level-up that improved nothing, so the next decision rolled it back; and once that rollback
+    was the last step, the pressure explored the same level again, to time out again."""
+    knowledge = _knowledge(_scaled_up(0, 1))
+    memory_of(knowledge).level = 1  # as set when the change was executed
+    analysis = MemoryAnalysis(MemoryLevels(), 18, 60.0)
+    failed = FailedMemoryChange(NOW_S - 600, 316.0)
+
+    def propose(time_s: float, failures: tuple[FailedMemoryChange, ...] = (), on: Knowledge = knowledge):
+        observation = dataclasses.replace(_observation(158.0), time_s=time_s, failed_memory_changes=failures)
+        analysis.capacity_model(observation, on, 4)
+        assessment = analysis.refine(observation, on, _at(_assessment(), time_s))
+        return _policy().propose_configuration(assessment, on)
+
+    held = propose(NOW_S, (failed,))
+    assert held.rule != "memory-rollback"
+    assert (held.scaleout, held.memory_level) == (5, None), "scaled out at level 0, not up to level 1 again"
+    assert memory_of(knowledge).history.last["lookup"].to_level == 0
+    restarted = _with_memory(json.loads(json.dumps(memory_of(knowledge).to_dict())))
+    assert memory_of(restarted).failed_changes == [failed]
+    assert propose(NOW_S + 1800, on=restarted).memory_level is None, "a restarted daemon waits as long"
+    later = propose(NOW_S - 600 + RETRY_FAILED_LEVEL_S + 60)
+    assert (later.rule, later.memory_level) == ("memory-up", 1), "after an hour the cluster may have room"
