@@ -47,7 +47,10 @@ import org.apache.flink.util.ParameterTool;
  * checkpointed, so a restart replays the records since the last checkpoint, as a Kafka source would.
  *
  * <p>Arguments: {@code --trace FILE} (required), {@code --work N} (hash rounds per record, default
- * 20000), {@code --keys K} (default 1024), {@code --topology single|chain} (default single).
+ * 20000), {@code --keys K} (default 1024), {@code --topology single|chain} (default single),
+ * {@code --max-behind-ms M}: the source keeps at most what falls due in M ms as its backlog and skips
+ * the rest (counted as {@code skippedRecords}), as StreamBed's rate-limited sources abide by backpressure
+ * instead of catching up later; by default it keeps every due record, as Kafka would.
  *
  * <p>{@code single}: source → keyed {@code burn} → discarding sink, chained where Flink can (two tasks).
  * {@code chain}: a multi-vertex job with chaining off, so every operator is its own vertex reporting its
@@ -67,7 +70,8 @@ public class TraceLoadJob {
         String topology = params.get("topology", "single");
 
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
-        DataStream<Long> source = env.addSource(new TraceSource(trace), "trace", Types.LONG)
+        long maxBehindMs = params.getLong("max-behind-ms", -1L);
+        DataStream<Long> source = env.addSource(new TraceSource(trace, maxBehindMs), "trace", Types.LONG)
                 .setParallelism(1)
                 .setMaxParallelism(1);
         if (topology.equals("single")) {
@@ -177,14 +181,17 @@ public class TraceLoadJob {
     /** Emits the trace's records as they fall due; backpressure shows as a growing backlog. */
     static final class TraceSource extends RichSourceFunction<Long> implements CheckpointedFunction {
         private final String tracePath;
+        private final long maxBehindMs;
         private transient Trace trace;
         private transient ListState<Long> checkpointed;
         private volatile boolean running = true;
         private volatile long emitted = 0;
         private volatile long startMs = -1;
+        private volatile long skipped = 0;
 
-        TraceSource(String tracePath) {
+        TraceSource(String tracePath, long maxBehindMs) {
             this.tracePath = tracePath;
+            this.maxBehindMs = maxBehindMs;
         }
 
         @Override
@@ -217,6 +224,7 @@ public class TraceLoadJob {
             getRuntimeContext().getMetricGroup().gauge("recordsDue", (Gauge<Long>) this::due);
             getRuntimeContext().getMetricGroup().gauge("inputRatePerSecond", (Gauge<Long>) this::rate);
             getRuntimeContext().getMetricGroup().gauge("traceStartMs", (Gauge<Long>) () -> startMs);
+            getRuntimeContext().getMetricGroup().gauge("skippedRecords", (Gauge<Long>) () -> skipped);
             // the instant the metrics were read: a reader of Flink's cached metrics (the REST API) knows
             // which moment the source's counters describe
             getRuntimeContext().getMetricGroup().gauge("clockMs", (Gauge<Long>) System::currentTimeMillis);
@@ -240,6 +248,14 @@ public class TraceLoadJob {
                 long now = System.currentTimeMillis();
                 trace.refresh(now);
                 long behind = due() - emitted;
+                if (maxBehindMs >= 0) {
+                    long kept = Math.max(1, rate() * maxBehindMs / 1000);
+                    if (behind > kept) {
+                        skipped += behind - kept;
+                        emitted += behind - kept;
+                        behind = kept;
+                    }
+                }
                 if (behind <= 0) {
                     Thread.sleep(2);
                     continue;

@@ -1,9 +1,9 @@
 """Real local Flink as the Capacity Estimator's testbed: the load job (jobs/TraceLoadJob.java) on a
 reactive-mode cluster of `slots` TaskManagers of one slot each, fresh for every deployment.
 
-The load job's source emits what its trace file makes due and counts the rest as pending, as records
-produced to Kafka but not yet read would be: a source that honours backpressure. Pending records here
-also count the records in flight inside the job (sent by a vertex, not yet received by the next), which
+The load job's source emits what its trace file makes due and counts what it could not emit yet as
+pending, up to what falls due in a second; beyond it skips records, as StreamBed's rate-limited sources
+abide by backpressure rather than catch up (`LoadJob.source_backlog_ms`). Pending records here also count the records in flight inside the job (sent by a vertex, not yet received by the next), which
 Flink's network buffers hold by the thousand when records are small. A phase schedule is
 programmed into the trace a few seconds ahead, so each phase starts at a known whole second of the job's
 clock. At every phase boundary the testbed reads Flink's REST API: the source's emitted records and
@@ -138,6 +138,17 @@ class LoadJob:
 
     job_class: str = LOAD_JOB_CLASS
     args: tuple[str, ...] = ("--topology", "chain")
+    source_backlog_ms: int | None = 1000
+    """foresail's load job only: its source keeps at most what falls due in this long and skips the rest,
+    as StreamBed's rate-limited sources abide by backpressure (§IV, "Load injection") instead of catching up. A kept
+    backlog (None: every due record, as Kafka would keep them) made each cooldown after a test above
+    capacity wait while it drained, up to minutes after a warm-up far above it."""
+
+    def command_args(self, trace: Path) -> list[str]:
+        """The job's arguments with its trace (and, for the load job, its source's backlog bound)."""
+        bound = self.job_class == LOAD_JOB_CLASS and self.source_backlog_ms is not None
+        backlog = ["--max-behind-ms", str(self.source_backlog_ms)] if bound else []
+        return ["--trace", str(trace), *backlog, *self.args]
 
 
 @dataclass(frozen=True)
@@ -208,7 +219,7 @@ class LocalFlinkTestbed:
         cluster.set_memory(memory_mb, s.process_base_mb + memory_mb)
         self._cluster, self._rest = cluster, FlinkRest(f"http://127.0.0.1:{rest_port}")
         self._trace = TraceFile(workdir / "trace.txt", 0)
-        cluster.start_application(s.job.job_class, ["--trace", str(self._trace.path), *s.job.args])
+        cluster.start_application(s.job.job_class, s.job.command_args(self._trace.path))
         try:
             cluster.scale_to(slots)
         except TaskManagersFailed as error:
