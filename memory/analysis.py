@@ -54,7 +54,7 @@ class MemoryAnalysis:
         """
         memory = memory_of(knowledge)
         reconcile(memory, self.levels)
-        _forget_failed(memory, observation)
+        _forget_failed(memory, observation, self.levels)
         memory.history.observe(observation.operators)
         _count_stateless(memory, observation)
         reading = self._reading(memory, observation.managed_memory_mb)
@@ -188,7 +188,7 @@ class MemoryAnalysis:
         )
 
 
-def _forget_failed(memory: MemoryKnowledge, observation: Observation) -> None:
+def _forget_failed(memory: MemoryKnowledge, observation: Observation, levels: MemoryLevels) -> None:
     """Memory changes the execute side gave up on: their history entries change no level (a level-up that
     never ran was judged "improved nothing" and rolled back), and their memory is not asked for again
     for a while (`MemoryKnowledge.unreachable_levels`; a level explored again timed out again)."""
@@ -199,7 +199,14 @@ def _forget_failed(memory: MemoryKnowledge, observation: Observation) -> None:
     ]
     for failed in observation.failed_memory_changes:
         memory.failed_changes.append(failed)
-        memory.history.withdraw(failed.requested_s)
+        before = memory.history.withdraw(failed.requested_s)
+        if (
+            before is not None
+            and memory.managed_mb is not None
+            and abs(memory.managed_mb - failed.managed_mb) < 1
+        ):
+            # set when executed; a job that is down reads no memory to correct it
+            memory.level, memory.managed_mb = before, levels.managed_mb(before)
         LOG.warning(
             "memory-change-timed-out",
             managed_mb=failed.managed_mb,

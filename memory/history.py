@@ -106,14 +106,18 @@ class MemoryHistory:
             self.last[name] = entry
             self.new_records.append(entry)
 
-    def withdraw(self, requested_s: float) -> None:
+    def withdraw(self, requested_s: float) -> int | None:
         """A memory change requested at `requested_s` never ran (it timed out): the operators it raised
-        keep it as a step that changed no level, so no later decision judges the level by it."""
+        keep it as a step that changed no level, so no later decision judges the level by it. Returns
+        the level it started from (None: no entry of it, or none)."""
+        before = None
         for name, entry in list(self.last.items()):
             if entry.time_s == requested_s and entry.scaled_up:
                 withdrawn = replace(entry, to_level=entry.from_level, rule=f"{entry.rule} (timed out)")
                 self.last[name] = withdrawn
                 self.new_records.append(withdrawn)
+                before = entry.from_level
+        return before
 
     def to_dict(self) -> dict:
         return {

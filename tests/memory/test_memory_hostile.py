@@ -278,17 +278,25 @@ def test_a_level_up_that_timed_out_is_no_step_to_judge_and_is_not_tried_again_fo
     read as a level-up that improved nothing, so the next decision rolled it back; and once that rollback
     was the last step, the pressure explored the same level again, to time out again."""
     knowledge = _knowledge(_scaled_up(0, 1))
-    memory_of(knowledge).level = 1  # as set when the change was executed
+    memory_of(knowledge).level, memory_of(knowledge).managed_mb = 1, 316.0  # set when it was executed
     analysis = MemoryAnalysis(MemoryLevels(), 18, 60.0)
     failed = FailedMemoryChange(NOW_S - 600, 316.0)
 
-    def propose(time_s: float, failures: tuple[FailedMemoryChange, ...] = (), on: Knowledge = knowledge):
-        observation = dataclasses.replace(_observation(158.0), time_s=time_s, failed_memory_changes=failures)
+    def propose(
+        time_s: float,
+        failures: tuple[FailedMemoryChange, ...] = (),
+        on: Knowledge = knowledge,
+        managed_mb: float | None = 158.0,
+    ):
+        observation = dataclasses.replace(
+            _observation(managed_mb), time_s=time_s, failed_memory_changes=failures
+        )
         analysis.capacity_model(observation, on, 4)
         assessment = analysis.refine(observation, on, _at(_assessment(), time_s))
         return _policy().propose_configuration(assessment, on)
 
-    held = propose(NOW_S, (failed,))
+    held = propose(NOW_S, (failed,), managed_mb=None)  # the job is down: it reads no memory
+    assert memory_of(knowledge).level == 0, "the level it runs is the one before the change"
     assert held.rule != "memory-rollback"
     assert (held.scaleout, held.memory_level) == (5, None), "scaled out at level 0, not up to level 1 again"
     assert memory_of(knowledge).history.last["lookup"].to_level == 0
