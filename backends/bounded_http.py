@@ -83,8 +83,11 @@ class _Watchdog:
             if self._left:
                 return
             self.cut = True
-            with contextlib.suppress(OSError):  # already closed
-                self._sock.shutdown(socket.SHUT_RDWR)
+            sock = self._sock
+            while not isinstance(sock, socket.socket) and hasattr(sock, "socket"):
+                sock = sock.socket  # TLS through an HTTPS proxy: urllib3's SSLTransport has no shutdown
+            with contextlib.suppress(Exception):  # already closed; a timer thread must not die loud
+                sock.shutdown(socket.SHUT_RDWR)
 
 
 class _HTTPConnection(_HeadersInTime, urllib3.connection.HTTPConnection):
@@ -180,7 +183,8 @@ class BoundedPoolManager:
     manager's."""
 
     def __init__(self, inner: urllib3.PoolManager) -> None:
-        inner.pool_classes_by_scheme = pool_classes()
+        if type(inner) is urllib3.PoolManager or isinstance(inner, urllib3.ProxyManager):
+            inner.pool_classes_by_scheme = pool_classes()  # a SOCKS proxy's manager keeps its own pools
         self._inner = inner
 
     def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> urllib3.BaseHTTPResponse:

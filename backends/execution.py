@@ -132,7 +132,8 @@ class RescaleFollower:
             self._finish("ready", elapsed, pending)
             return None
         if elapsed > self.timeout_s:
-            if pending.managed_mb is not None:  # the memory extension must not judge a level never run
+            memory_seen = observed_managed_mb is not None and memory_done
+            if pending.managed_mb is not None and not memory_seen:  # no level to judge: never run
                 self.failed_memory.append(FailedMemoryChange(pending.since_s, pending.managed_mb))
             self._finish("timeout", elapsed, pending, observed_parallelism=observed_parallelism)
             return None

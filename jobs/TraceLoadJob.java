@@ -50,7 +50,8 @@ import org.apache.flink.util.ParameterTool;
  * 20000), {@code --keys K} (default 1024), {@code --topology single|chain} (default single),
  * {@code --max-behind-ms M}: the source keeps at most what falls due in M ms as its backlog and skips
  * the rest (counted as {@code skippedRecords}), as StreamBed's rate-limited sources abide by backpressure
- * instead of catching up later; by default it keeps every due record, as Kafka would.
+ * instead of catching up later (a restart then replays at most that much); by default it keeps every due
+ * record, as Kafka would.
  *
  * <p>{@code single}: source → keyed {@code burn} → discarding sink, chained where Flink can (two tasks).
  * {@code chain}: a multi-vertex job with chaining off, so every operator is its own vertex reporting its

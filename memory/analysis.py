@@ -190,29 +190,31 @@ class MemoryAnalysis:
 
 def _forget_failed(memory: MemoryKnowledge, observation: Observation, levels: MemoryLevels) -> None:
     """Memory changes the execute side gave up on: their history entries change no level (a level-up that
-    never ran was judged "improved nothing" and rolled back), and their memory is not asked for again
-    for a while (`MemoryKnowledge.unreachable_levels`; a level explored again timed out again)."""
+    never ran was judged "improved nothing" and rolled back), the level known is the one before, and the
+    memory of a level-up is not asked for again for a while (`MemoryKnowledge.unreachable_levels`; a
+    level explored again timed out again)."""
     if not observation.failed_memory_changes:
         return
     memory.failed_changes = [
         f for f in memory.failed_changes if observation.time_s - f.requested_s < RETRY_FAILED_LEVEL_S
     ]
     for failed in observation.failed_memory_changes:
-        memory.failed_changes.append(failed)
-        before = memory.history.withdraw(failed.requested_s)
-        if (
-            before is not None
-            and memory.managed_mb is not None
-            and abs(memory.managed_mb - failed.managed_mb) < 1
-        ):
+        change = memory.history.withdraw(failed.requested_s)
+        if change is None or change.from_level is None:
+            continue  # a stateless job's release, or nothing recorded: no level to correct or to avoid
+        if change.scaled_up:  # more memory per pod found no room; less is not that, and is not avoided
+            memory.failed_changes.append(failed)
+        if memory.managed_mb is not None and abs(memory.managed_mb - failed.managed_mb) < 1:
             # set when executed; a job that is down reads no memory to correct it
-            memory.level, memory.managed_mb = before, levels.managed_mb(before)
+            memory.level, memory.managed_mb = change.from_level, levels.managed_mb(change.from_level)
         LOG.warning(
             "memory-change-timed-out",
             managed_mb=failed.managed_mb,
             requested_s=failed.requested_s,
-            reason="the job never ran with it: not a step to judge, and not tried again for "
-            f"{RETRY_FAILED_LEVEL_S:.0f} s",
+            from_level=change.from_level,
+            to_level=change.to_level,
+            reason="the job never ran with it: not a step to judge"
+            + (f", and not tried again for {RETRY_FAILED_LEVEL_S:.0f} s" if change.scaled_up else ""),
         )
 
 

@@ -106,18 +106,18 @@ class MemoryHistory:
             self.last[name] = entry
             self.new_records.append(entry)
 
-    def withdraw(self, requested_s: float) -> int | None:
-        """A memory change requested at `requested_s` never ran (it timed out): the operators it raised
-        keep it as a step that changed no level, so no later decision judges the level by it. Returns
-        the level it started from (None: no entry of it, or none)."""
-        before = None
+    def withdraw(self, requested_s: float) -> OperatorDecision | None:
+        """A memory change requested at `requested_s` never ran (it timed out): the operators' entries of
+        it become steps that changed no level, so no later decision judges a level by it. Returns the
+        change as it was recorded (None: no entry of it changed a level)."""
+        changed = None
         for name, entry in list(self.last.items()):
-            if entry.time_s == requested_s and entry.scaled_up:
+            if entry.time_s == requested_s and entry.to_level != entry.from_level:
                 withdrawn = replace(entry, to_level=entry.from_level, rule=f"{entry.rule} (timed out)")
                 self.last[name] = withdrawn
                 self.new_records.append(withdrawn)
-                before = entry.from_level
-        return before
+                changed = entry
+        return changed
 
     def to_dict(self) -> dict:
         return {

@@ -5,6 +5,7 @@ waits for it) for good. A fake server: a real Prometheus, Flink or API server ca
 from __future__ import annotations
 
 import gzip
+import socket
 import threading
 import time
 import zlib
@@ -17,7 +18,7 @@ import pytest
 import requests
 import urllib3
 
-from backends.bounded_http import BoundedSession
+from backends.bounded_http import BoundedPoolManager, BoundedSession, _Watchdog, pool_classes
 from backends.flinkrest import FlinkRest
 from backends.kubernetes import DeploymentScale, api_client
 from backends.prometheus import PrometheusClient
@@ -233,3 +234,31 @@ def test_headers_in_time_leave_the_connection_to_be_reused():
     for timer in [t for t in threading.enumerate() if isinstance(t, threading.Timer)]:
         timer.join(1)
         assert not timer.is_alive(), "a watchdog outlived its answer"
+
+
+def test_the_watchdog_cuts_the_socket_under_a_tls_transport():
+    """TLS through an HTTPS proxy reads through urllib3's SSLTransport, which has no shutdown(): the
+    timer thread died with an AttributeError and the dripping headers ran on. The socket under it is cut."""
+    inner, peer = socket.socketpair()
+
+    class Transport:  # like urllib3.util.ssltransport.SSLTransport: the socket it wraps, no shutdown()
+        socket = inner
+
+    with _Watchdog(Transport(), 0.2) as watchdog:  # type: ignore[arg-type]
+        assert within(10, lambda: inner.recv(1)) == b""  # woken by the cut, not by the peer
+    assert watchdog.cut
+    peer.close()
+    inner.close()
+
+
+def test_a_socks_proxy_keeps_its_own_pools():
+    """The Kubernetes client builds a SOCKSProxyManager for a `socks5://` proxy-url: given our pools, its
+    connections would have gone direct. Only a plain or HTTP proxy manager gets them."""
+
+    class OtherManager(urllib3.PoolManager):  # stands in for urllib3.contrib.socks (PySocks not installed)
+        pass
+
+    plain, other = urllib3.PoolManager(), OtherManager()
+    BoundedPoolManager(plain), BoundedPoolManager(other)
+    assert plain.pool_classes_by_scheme == pool_classes()
+    assert other.pool_classes_by_scheme["https"] is urllib3.HTTPSConnectionPool

@@ -282,6 +282,9 @@ def test_a_memory_change_that_times_out_is_named_once_to_the_analysis():
     assert watched.observe(420.0, 60.0).failed_memory_changes == ()
     FollowedTarget(raw, follower).scale_to(5, now_s=500.0)  # the job stays at 3: times out too
     assert watched.observe(900.0, 60.0).failed_memory_changes == ()
+    FollowedTarget(raw, follower).reconfigure(5, 632.0, now_s=1000.0)
+    source.managed_mb = 632.0  # the job runs with it, on fewer TaskManagers than asked: the level ran
+    assert watched.observe(1400.0, 60.0).failed_memory_changes == ()
 
 
 def test_recommend_only_does_not_change_memory_either():

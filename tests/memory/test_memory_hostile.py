@@ -15,7 +15,7 @@ from mape.proactive import ProactivePolicy
 from memory.analysis import MemoryAnalysis
 from memory.capacities import LevelCapacities
 from memory.cost import Prices
-from memory.history import MemoryHistory
+from memory.history import MemoryHistory, OperatorDecision
 from memory.knowledge import MEMORY, RETRY_FAILED_LEVEL_S, MemoryKnowledge, memory_of
 from memory.levels import MemoryLevels
 from memory.policy import MemoryAwarePolicy, MemorySettings
@@ -305,3 +305,25 @@ def test_a_level_up_that_timed_out_is_no_step_to_judge_and_is_not_tried_again_fo
     assert propose(NOW_S + 1800, on=restarted).memory_level is None, "a restarted daemon waits as long"
     later = propose(NOW_S - 600 + RETRY_FAILED_LEVEL_S + 60)
     assert (later.rule, later.memory_level) == ("memory-up", 1), "after an hour the cluster may have room"
+
+
+def test_a_level_down_that_timed_out_is_withdrawn_and_blocks_no_level():
+    """A rollback from level 1 to 0 whose pods never came: the job still runs level 1 (down, it reads no
+    memory), and less memory finding no room says nothing about any level: none is avoided. A release of
+    a stateless job's memory (no history) changes nothing either."""
+    rollback = OperatorDecision("lookup", NOW_S - 600, 4, 4, 1, 0, "memory-rollback", 0.5)
+    knowledge = _knowledge(rollback)
+    memory_of(knowledge).level, memory_of(knowledge).managed_mb = 0, 158.0  # set when it was executed
+    observation = dataclasses.replace(
+        _observation(None), time_s=NOW_S, failed_memory_changes=(FailedMemoryChange(NOW_S - 600, 158.0),)
+    )
+    MemoryAnalysis(MemoryLevels(), 18, 60.0).capacity_model(observation, knowledge, 4)
+    memory = memory_of(knowledge)
+    assert (memory.level, memory.managed_mb) == (1, 316.0)
+    assert memory.history.last["lookup"].to_level == 1
+    assert memory.unreachable_levels(MemoryLevels(), NOW_S) == frozenset()
+
+    stateless = Knowledge()
+    released = dataclasses.replace(observation, failed_memory_changes=(FailedMemoryChange(NOW_S - 600, 0.0),))
+    MemoryAnalysis(MemoryLevels(), 18, 60.0).capacity_model(released, stateless, 4)
+    assert memory_of(stateless).unreachable_levels(MemoryLevels(), NOW_S) == frozenset()
