@@ -239,8 +239,15 @@ public class TraceLoadJob {
             return trace.rateAt((System.currentTimeMillis() - startMs) / 1000.0);
         }
 
+        /** What the source keeps pending at most ({@code --max-behind-ms}); the rest it skips. */
+        private long kept() {
+            return maxBehindMs < 0 ? Long.MAX_VALUE : Math.max(1, rate() * maxBehindMs / 1000);
+        }
+
+        /** Due, not emitted, and kept: while a backpressured emit blocks, what falls due beyond the bound
+         * is skipped as soon as the loop runs again, so it is not pending. */
         private long pending() {
-            return Math.max(0, due() - emitted);
+            return Math.min(Math.max(0, due() - emitted), kept());
         }
 
         @Override
@@ -249,13 +256,11 @@ public class TraceLoadJob {
                 long now = System.currentTimeMillis();
                 trace.refresh(now);
                 long behind = due() - emitted;
-                if (maxBehindMs >= 0) {
-                    long kept = Math.max(1, rate() * maxBehindMs / 1000);
-                    if (behind > kept) {
-                        skipped += behind - kept;
-                        emitted += behind - kept;
-                        behind = kept;
-                    }
+                long kept = kept();
+                if (behind > kept) {
+                    skipped += behind - kept;
+                    emitted += behind - kept;
+                    behind = kept;
                 }
                 if (behind <= 0) {
                     Thread.sleep(2);
