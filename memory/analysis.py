@@ -204,7 +204,8 @@ def _forget_failed(memory: MemoryKnowledge, observation: Observation, levels: Me
             continue  # a stateless job's release, or nothing recorded: no level to correct or to avoid
         if change.scaled_up:  # more memory per pod found no room; less is not that, and is not avoided
             memory.failed_changes.append(failed)
-        if memory.managed_mb is not None and abs(memory.managed_mb - failed.managed_mb) < 1:
+        back = change.from_level in levels.all  # a level above a lowered max_level is stepped down by policy
+        if back and memory.managed_mb is not None and abs(memory.managed_mb - failed.managed_mb) < 1:
             # set when executed; a job that is down reads no memory to correct it
             memory.level, memory.managed_mb = change.from_level, levels.managed_mb(change.from_level)
         LOG.warning(
