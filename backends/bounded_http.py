@@ -44,16 +44,17 @@ class _HeadersInTime:
         if not isinstance(read_s, int | float) or not read_s > 0 or self.sock is None:
             return super().getresponse()  # type: ignore[misc]
         limit_s = ANSWER_DEADLINE_READS * read_s
+        too_slow = f"the answer's headers took over {limit_s:g} s"
         with _Watchdog(self.sock, limit_s) as watchdog:
             try:
                 response = super().getresponse()  # type: ignore[misc]
             except Exception as error:
                 if watchdog.cut:
-                    raise TimeoutError(f"the answer's headers took over {limit_s:g} s") from error
+                    raise TimeoutError(too_slow) from error
                 raise
         if watchdog.cut:
             response.close()
-            raise TimeoutError(f"the answer's headers took over {limit_s:g} s")
+            raise TimeoutError(too_slow)
         return response
 
 
@@ -111,18 +112,23 @@ def pool_classes() -> dict[str, type[urllib3.HTTPConnectionPool]]:
     return {"http": _HTTPPool, "https": _HTTPSPool}
 
 
+def _bound(manager: urllib3.PoolManager) -> urllib3.PoolManager:
+    """The manager with those pools: a plain or HTTP(S)-proxy one (a SOCKS proxy's keeps its own pools,
+    which connect through the proxy)."""
+    if type(manager) is urllib3.PoolManager or isinstance(manager, urllib3.ProxyManager):
+        manager.pool_classes_by_scheme = pool_classes()
+    return manager
+
+
 class _Adapter(requests.adapters.HTTPAdapter):
     """`requests`' adapter with those pools, also through a proxy."""
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = pool_classes()
+        _bound(self.poolmanager)
 
     def proxy_manager_for(self, proxy: str, **kwargs: Any) -> urllib3.PoolManager:
-        manager = super().proxy_manager_for(proxy, **kwargs)
-        if isinstance(manager, urllib3.ProxyManager):  # a SOCKS proxy's manager keeps its own pools
-            manager.pool_classes_by_scheme = pool_classes()
-        return manager
+        return _bound(super().proxy_manager_for(proxy, **kwargs))
 
 
 class BoundedSession(requests.Session):
@@ -134,11 +140,10 @@ class BoundedSession(requests.Session):
     def __init__(self) -> None:
         super().__init__()
         self.headers["Accept-Encoding"] = "gzip, deflate"  # what `_decoded` can bound
-        self.mount("https://", _Adapter())
-        self.mount("http://", _Adapter())
 
     def mount(self, prefix: str, adapter: requests.adapters.BaseAdapter) -> None:
-        """prometheus-api-client mounts a plain adapter of its own (for its retries): it gets our pools."""
+        """A plain adapter mounted (the session's own defaults, prometheus-api-client's for its retries)
+        gets our pools."""
         if type(adapter) is requests.adapters.HTTPAdapter:
             adapter = _Adapter(
                 pool_connections=adapter._pool_connections,  # type: ignore[attr-defined]
@@ -183,9 +188,7 @@ class BoundedPoolManager:
     manager's."""
 
     def __init__(self, inner: urllib3.PoolManager) -> None:
-        if type(inner) is urllib3.PoolManager or isinstance(inner, urllib3.ProxyManager):
-            inner.pool_classes_by_scheme = pool_classes()  # a SOCKS proxy's manager keeps its own pools
-        self._inner = inner
+        self._inner = _bound(inner)
 
     def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> urllib3.BaseHTTPResponse:
         response = self._inner.request(method, url, *args, **kwargs)

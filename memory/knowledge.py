@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 
 import structlog
 
@@ -77,9 +77,7 @@ class MemoryKnowledge:
             "base_mb": self.base_mb,
             "max_level": self.max_level,
             "stateless_since_s": self.stateless_since_s,
-            "failed_changes": [
-                {"requested_s": f.requested_s, "managed_mb": f.managed_mb} for f in self.failed_changes
-            ],
+            "failed_changes": [asdict(f) for f in self.failed_changes],
         }
 
     @classmethod
