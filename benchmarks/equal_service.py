@@ -4,9 +4,10 @@ are no worse than foresail's on the same trace and seeds, and what that costs in
 
 Usage: python benchmarks/equal_service.py [--traces sine,ysb,traffic|FILE,...|--suite NAME] [--seeds 3]
        [--families static,hpa,flink-operator,ds2] [--jobs N] [--out docs/evaluation/equal_service.json]
-       [--json]
+       [--config FILE] [--json]
        python benchmarks/equal_service.py --out FILE --render-only
---out keeps the results for the evaluation report (`decision_quality.py --report ... --render-only`; the
+--config gives every run's other settings (e.g. `scaling.granularity: vertex`: foresail and every baseline
+on the adaptive scheduler's per-vertex path). --out keeps the results for the evaluation report (`decision_quality.py --report ... --render-only`; the
 load-shape family's, `--suite family --out docs/evaluation/family/equal_service.json`, for
 `family_evaluation.py`); --render-only prints the table of such a file again.
 """
@@ -26,7 +27,7 @@ sys.path.insert(0, str(REPO))
 from forecasting.blas import limit_blas_threads  # noqa: E402  first: one BLAS thread for every library loaded later
 
 # isort: split
-from config.load import ConfigError  # noqa: E402
+from config.load import ConfigError, load_config  # noqa: E402
 from daemon.build import load_workload  # noqa: E402
 from daemon.cli import with_config_errors  # noqa: E402
 from daemon.equal_service import BASELINE_FAMILIES, FAMILIES, equal_service, markdown  # noqa: E402
@@ -50,6 +51,7 @@ def _main() -> int:
     parser.add_argument("--families", default=",".join(BASELINE_FAMILIES))
     parser.add_argument("--jobs", type=int, default=None, help="parallel runs (default: one per core)")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
+    parser.add_argument("--config", type=Path, help="YAML config file: every run's other settings")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     parser.add_argument("--render-only", action="store_true", help="print the table of --out again")
     args = parser.parse_args()
@@ -79,11 +81,17 @@ def _main() -> int:
         problems.append(f"--jobs: need at least 1, got {args.jobs}")
     if problems:
         raise ConfigError("command line", problems)
+    base = load_config(args.config)  # a broken file: one line, before any run
     for workload in workloads:  # a missing trace: one line, before any run
         load_workload(workload)
     started, load_before = time.perf_counter(), os.getloadavg()[0]
     results = equal_service(
-        workloads, args.seeds, families, jobs=args.jobs, progress=lambda line: print(line, file=sys.stderr)
+        workloads,
+        args.seeds,
+        families,
+        base=base,
+        jobs=args.jobs,
+        progress=lambda line: print(line, file=sys.stderr),
     )
     elapsed_s = time.perf_counter() - started
     for result in results:  # the repository's traces by their path in it, not this checkout's

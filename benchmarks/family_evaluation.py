@@ -2,7 +2,9 @@
 
 Usage:
   python benchmarks/family_evaluation.py --out DIR [--policies foresail,reactive,...] [--seeds 3] [--jobs 2]
-      runs `compare --suite all` into DIR (suite.json, suite.md) and prints the sectioned tables;
+      [--config FILE]
+      runs `compare --suite all` into DIR (suite.json, suite.md) and prints the sectioned tables (--config:
+      every run's other settings, e.g. `scaling.granularity: vertex`);
   python benchmarks/family_evaluation.py --out DIR --render-only
       prints them again from DIR/suite.json.
 Where DIR/equal_service.json exists (`python benchmarks/equal_service.py --suite family --out
@@ -25,7 +27,8 @@ from forecasting.blas import limit_blas_threads  # noqa: E402  first: one BLAS t
 
 # isort: split
 
-from config.schema import Config  # noqa: E402
+from config.load import load_config  # noqa: E402
+from daemon.cli import with_config_errors  # noqa: E402
 from daemon.report import equal_service_section  # noqa: E402
 from daemon.suite import run_and_write, suite_table, suite_workloads  # noqa: E402
 
@@ -68,24 +71,33 @@ def _after_restart(row: dict) -> str:
     return f"; {began:.0f} of its {row['seconds_over_slo']:.0f} s after a restart"
 
 
-def main() -> None:
+def main() -> int:
+    """Exit 2 with one line on a config error (a broken --config file)."""
+    return with_config_errors(_main)
+
+
+def _main() -> int:
     limit_blas_threads()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--policies", default="foresail,reactive,flink-operator,hpa-80")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=None)
+    parser.add_argument("--config", type=Path, help="YAML config file: every run's other settings")
     parser.add_argument("--render-only", action="store_true")
     args = parser.parse_args()
     if not args.render_only:
         policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-        run_and_write(Config(), suite_workloads("all"), policies, args.seeds, args.jobs, args.out)
+        run_and_write(
+            load_config(args.config), suite_workloads("all"), policies, args.seeds, args.jobs, args.out
+        )
     saved = json.loads((args.out / "suite.json").read_text())
     print(sectioned(saved["rows"], saved["seeds"]))
     equal = args.out / "equal_service.json"
     if equal.is_file():
         print(equal_service_section(json.loads(equal.read_text()), heading="###"))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

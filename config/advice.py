@@ -15,7 +15,18 @@ def notes(config: Config) -> list[str]:
                 "latency target"
             ]
         return []
-    return _horizon_notes(config) + _latency_notes(config)
+    return _horizon_notes(config) + _latency_notes(config) + _price_notes(config)
+
+
+def _price_notes(config: Config) -> list[str]:
+    scaling = config.scaling
+    if scaling.rescale_price_ws == 0 or scaling.granularity == "vertex":
+        return []
+    return [
+        f"scaling.rescale_price_ws {scaling.rescale_price_ws:g} at granularity job is not read: a reactive-mode "
+        "restart is priced by its own downtime and replay (rule rescale-not-worth-it); "
+        "max_rescales_per_h bounds the rescales there"
+    ]
 
 
 def _horizon_notes(config: Config) -> list[str]:

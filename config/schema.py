@@ -279,6 +279,17 @@ class ScalingConfig(Section):
         "outweigh a restart's cost, at 0 only when that saves slots or rides along with a rescale that "
         "happens anyway.",
     )
+    rescale_price_ws: float = Field(
+        0.0,
+        ge=0,
+        description="foresail plan, vertex granularity: the TaskManager-seconds one rescale is worth "
+        "avoiding (each pauses the job and restores its state). Above 0 a scale-in waits while the "
+        "TaskManagers it saves over the forecast horizon are worth less (`vertex-rescale-not-worth-it`), and "
+        "a scale-out is sized for the forecast peak of the lookahead (from the next decision's to the "
+        "horizon's) that costs least over the horizon, counting the rescale after it. 1,200 took issue 16's "
+        "17 loads from 4.6 to 3.4 rescales an hour for 3% more workers (docs/evaluation/family.md). 0: "
+        "every rescale that saves a slot is made.",
+    )
 
     def _by_granularity(self, chosen: float | None, job: float, vertex: float) -> float:
         """A setting whose null means a default by granularity (a rescale restarts the job, or pauses it ~3 s)."""

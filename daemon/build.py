@@ -160,6 +160,7 @@ def make_policy(config: Config) -> Policy:
             scale_out_lookahead_s=next_decision_s,
             max_rescales_per_h=scaling.max_rescales_per_h,
             max_scale_in_share=scaling.max_scale_in_share,
+            rescale_price_ws=scaling.rescale_price_ws,
         )
     if scaling.policy in ("foresail", "foresail-cpu-only"):
         proactive = ProactivePolicy(

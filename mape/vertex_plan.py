@@ -53,6 +53,13 @@ Daedalus's recovery bound, every changed vertex in one rescale.
   the budget less one rescale, the scale-in waits (``vertex-rescale-budget``); scale-outs and surges are
   never held, and are sized for the whole horizon's peak instead of the lookahead's, since the budget may
   keep them that long.
+- Rescale price (`rescale_price_ws`, off by default): what one rescale is worth avoiding, in
+  TaskManager-seconds. A scale-in waits while the TaskManagers it saves over the horizon are worth less
+  (``vertex-rescale-not-worth-it``); a scale-out is sized, among the forecast peaks of lookaheads one loop
+  apart from the next decision's to the horizon's, for the one that costs least over the horizon: its
+  TaskManagers while it carries the forecast, then the price and the horizon's configuration (a short
+  rise is grown in steps, a long one in one). The rescale budget's hold works greedily (the first
+  rescales of an hour spend it); the price spends rescales where they save most.
 - A vertex is scaled down on its own only when that saves slots (or the subtask price); in a rescale that
   happens anyway, vertices above their need come down with it (``ride-along-down``). Every vertex's rule
   is in the decision (`Decision.vertex_rules`).
@@ -414,12 +421,15 @@ class VertexPolicy:
         scale_out_lookahead_s: float = math.inf,
         max_rescales_per_h: float | None = None,
         max_scale_in_share: float | None = None,
+        rescale_price_ws: float = 0.0,
     ) -> None:
         self.scale_out_lookahead_s = scale_out_lookahead_s if max_rescales_per_h is None else math.inf
         """A scale-out is sized for the forecast peak of this long (the earliest the plan may replace it;
         under a rescale budget, the whole horizon's: it may have to stand that long); a scale-in, for the
         whole horizon's."""
         self.max_rescales_per_h = max_rescales_per_h
+        self.rescale_price_ws = rescale_price_ws
+        """TaskManager-seconds one rescale is worth avoiding (0: every rescale that saves a slot is made)."""
         self.max_scale_in_share = max_scale_in_share
         """Largest share of the running configuration's capacity one scale-in gives up (None: no limit)."""
         self.min_taskmanagers = min_taskmanagers
@@ -536,6 +546,8 @@ class VertexPolicy:
         margin = CAPACITY_ERROR if latency is not None else 0.0
         known = (sizing, current, forecast, a.backlog_records, state.downtime, floors, margin)
         chosen, rule, why = self._candidate(*known, self.scale_out_lookahead_s, average)
+        if self.rescale_price_ws > 0 and chosen.slots > running.slots:
+            chosen, rule, why = self._priced_scale_out(known, average, forecast, (chosen, rule, why))
         if chosen.slots <= running.slots:  # no scale-out: what comes down must carry the whole horizon
             # beside the horizon's forecast it must carry the next loop's upper bound (as at job granularity):
             # before the first model that bound is the fallback window's peak, which a falling load's linear
@@ -571,7 +583,19 @@ class VertexPolicy:
                 return proposal(
                     running, "latency-spacing", now, load, held, rules=dict.fromkeys(current, "keep-latency")
                 )
-            if self._saves(running, chosen) and not catching_up:
+            saves = self._saves(running, chosen) and not catching_up
+            saved_ws = (self._tms(running) - self._tms(chosen)) * len(forecast)
+            if saves and saved_ws < self.rescale_price_ws:
+                return proposal(
+                    running,
+                    "vertex-rescale-not-worth-it",
+                    now,
+                    load,
+                    f"candidate: {chosen.slots} slots saves {saved_ws:.0f} TaskManager-s over the horizon, "
+                    f"less than a rescale's price of {self.rescale_price_ws:.0f}",
+                    rules=dict.fromkeys(current, "keep-not-worth-it"),
+                )
+            if saves:
                 budget_spent = knowledge.rescale_budget_spent(a.time_s, self.max_rescales_per_h)
                 if budget_spent:
                     return proposal(
@@ -686,12 +710,61 @@ class VertexPolicy:
                 return config, over_s
         return None
 
+    def _priced_scale_out(
+        self, known: tuple, average: float, forecast: np.ndarray, first: tuple[VertexConfiguration, str, str]
+    ) -> tuple[VertexConfiguration, str, str]:
+        """With a rescale price: among the scale-outs sized for the forecast peak of ever longer lookaheads
+        (one loop apart, from the next decision's to the horizon's), the one that costs least over the
+        horizon: its TaskManagers for as long as it carries the forecast, then the price of one more
+        rescale and the horizon's configuration for the rest. A rescale pauses the job for seconds, so
+        growing in steps is right for a short rise; a long one is cheaper in one step."""
+        if not math.isfinite(self.scale_out_lookahead_s):  # already sized for the horizon (a budget)
+            return first
+        horizon_s = float(len(forecast))
+        whole = self._candidate(*known, math.inf, average)
+
+        def cost_ws(config: VertexConfiguration) -> float:
+            carried_s = min(_carried_s(config, forecast), horizon_s)
+            rest_ws = (
+                0.0
+                if carried_s >= horizon_s
+                else self.rescale_price_ws + self._tms(whole[0]) * (horizon_s - carried_s)
+            )
+            return self._tms(config) * carried_s + rest_ws
+
+        options, lookahead_s = [first], self.scale_out_lookahead_s
+        while lookahead_s + self.loop_interval_s < horizon_s:
+            lookahead_s += self.loop_interval_s
+            if forecast_peak(forecast, lookahead_s) > forecast_peak(
+                forecast, lookahead_s - self.loop_interval_s
+            ):
+                options.append(self._candidate(*known, lookahead_s, average))
+        options.append(whole)
+        best = min(options, key=lambda option: cost_ws(option[0]))  # the first of equal cost: the smallest
+        if best is first:
+            return first
+        config, rule, why = best
+        return (
+            config,
+            rule,
+            f"{why}; {cost_ws(config):.0f} TaskManager-s over the horizon with a rescale spared",
+        )
+
+    def _tms(self, config: VertexConfiguration) -> int:
+        return taskmanagers_for(config.slots, self.slots_per_taskmanager)
+
     def _saves(self, running: VertexConfiguration, chosen: VertexConfiguration) -> bool:
         """Whether moving to `chosen` saves slots, or sheds subtasks worth a TaskManager at the price."""
         if chosen.slots < running.slots:
             return True
         shed = sum(running.parallelism.values()) - sum(chosen.parallelism.values())
         return self.subtask_price > 0 and shed * self.subtask_price >= 1.0
+
+
+def _carried_s(config: VertexConfiguration, forecast: np.ndarray) -> float:
+    """Seconds until the forecast first exceeds what `config` carries (the whole forecast when it never does)."""
+    above = np.flatnonzero(forecast > config.capacity_rps)
+    return float(above[0]) if len(above) else float(len(forecast))
 
 
 @dataclass

@@ -129,6 +129,17 @@ def test_check_config_notes_a_latency_target_the_setup_cannot_hold(tmp_path: Pat
     assert "scaling.objective: latency queues records at each vertex's true rate" in capsys.readouterr().err
 
 
+def test_check_config_notes_a_rescale_price_that_job_granularity_does_not_read(tmp_path: Path, capsys):
+    job = tmp_path / "job.yaml"
+    job.write_text("scaling:\n  rescale_price_ws: 1200\n")
+    assert main(["check-config", str(job)]) == 0
+    assert "note: scaling.rescale_price_ws 1200 at granularity job is not read" in capsys.readouterr().out
+    vertex = tmp_path / "vertex.yaml"
+    vertex.write_text("scaling:\n  rescale_price_ws: 1200\n  granularity: vertex\n")
+    assert main(["check-config", str(vertex)]) == 0
+    assert "note:" not in capsys.readouterr().out
+
+
 def test_check_config_notes_a_forecast_horizon_shorter_than_the_recovery_target(tmp_path: Path, capsys):
     """Recovery is predicted over the forecast only: a catch-up longer than the horizon reads as none."""
     short = tmp_path / "short.yaml"

@@ -204,14 +204,36 @@ def run_driver(script: str, *args: str) -> subprocess.CompletedProcess:
         (["--families", "hpa,bogus"], "--families: no family 'bogus'"),
         (["--seeds", "0"], "--seeds: need at least 1, got 0"),
         (["--traces", "MISSING"], "no such trace file"),
+        (["--config", "BROKEN"], "broken.yaml: invalid configuration"),
     ],
 )
 def test_the_equal_service_driver_refuses_a_mistake_in_one_line(tmp_path, args, message):
     workload = str(trace(tmp_path / "trace.csv"))
-    args = [str(tmp_path / "no_such.csv") if a == "MISSING" else a for a in args]
+    (tmp_path / "broken.yaml").write_text("scaling: [\n")
+    paths = {"MISSING": str(tmp_path / "no_such.csv"), "BROKEN": str(tmp_path / "broken.yaml")}
+    args = [paths.get(a, a) for a in args]
     done = run_driver("equal_service.py", "--traces", workload, "--seeds", "1", "--families", "static", *args)
     assert done.returncode == 2
     assert message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_equal_service_driver_runs_every_run_on_the_given_config(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text("twin:\n  seed: 7\n")
+    out = tmp_path / "equal.json"
+    args = ["--traces", str(trace(tmp_path / "trace.csv", 300)), "--seeds", "1", "--families", "static"]
+    done = run_driver("equal_service.py", *args, "--config", str(config), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out.read_text())["results"][0]["seeds"] == [7]
+
+
+def test_the_family_driver_refuses_a_broken_config_in_one_line(tmp_path):
+    (tmp_path / "broken.yaml").write_text("scaling: [\n")
+    done = run_driver(
+        "family_evaluation.py", "--out", str(tmp_path / "out"), "--config", str(tmp_path / "broken.yaml")
+    )
+    assert done.returncode == 2
+    assert "broken.yaml: invalid configuration" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_rendering_the_report_before_any_saved_runs_says_to_run_first(tmp_path):

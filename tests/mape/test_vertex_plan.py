@@ -246,6 +246,44 @@ def test_under_a_rescale_budget_a_scale_in_waits_for_the_last_hour_and_a_scale_o
     assert up.vertex_parallelism == {"src": 1, "map": 10, "agg": 5}
 
 
+def test_with_a_rescale_price_a_scale_in_waits_until_it_saves_more_than_the_price():
+    """Running 2/4/4 (4 TaskManagers); 1,500 rps needs 1/2/1: 2 TaskManagers saved over the 900 s horizon."""
+    knowledge = knowledge_with(FakeDag())
+    assert (
+        policy(rescale_price_ws=1_700.0).propose_configuration(assessment(1_500.0), knowledge).scaleout == 2
+    )
+    held = policy(rescale_price_ws=1_900.0).propose_configuration(assessment(1_500.0), knowledge)
+    assert held.rule == "vertex-rescale-not-worth-it"
+    assert held.vertex_parallelism == held.current_vertex_parallelism
+    assert set(held.vertex_rules.values()) == {"keep-not-worth-it"}
+    assert "saves 1800 TaskManager-s over the horizon, less than a rescale's price of 1900" in " ".join(
+        held.reasons
+    )
+
+
+def test_with_a_rescale_price_a_scale_out_is_sized_for_the_rise_it_pays_to_carry_in_one_step():
+    """4,500 rps for 600 s, then 9,500: sized for the next 240 s, 1/5/3 (5 TaskManagers) carries the first
+    600 s and then a rescale to the horizon's 1/10/5 follows (5·600 + price + 10·300 TaskManager-s); sized
+    for the horizon at once, 10·900. Below a price of 3,000 the step pays, above it the one rescale."""
+    rising = dataclasses.replace(assessment(4_500.0), forecast_rps=np.repeat([4_500.0, 9_500.0], [600, 300]))
+    knowledge = knowledge_with(FakeDag())
+    steps = policy(scale_out_lookahead_s=240.0, rescale_price_ws=2_900.0).propose_configuration(
+        rising, knowledge
+    )
+    assert steps.vertex_parallelism == {"src": 1, "map": 5, "agg": 3}
+    once = policy(scale_out_lookahead_s=240.0, rescale_price_ws=3_100.0).propose_configuration(
+        rising, knowledge
+    )
+    assert once.vertex_parallelism == {"src": 1, "map": 10, "agg": 5} and once.rule == "vertex-long-lived"
+    assert "9000 TaskManager-s over the horizon with a rescale spared" in " ".join(once.reasons)
+    # a rise that lasts 100 s of the horizon is not worth 10 TaskManagers from now on at the same price
+    late = dataclasses.replace(rising, forecast_rps=np.repeat([4_500.0, 9_500.0], [800, 100]))
+    stepped = policy(scale_out_lookahead_s=240.0, rescale_price_ws=3_100.0).propose_configuration(
+        late, knowledge
+    )
+    assert stepped.vertex_parallelism == {"src": 1, "map": 5, "agg": 3}
+
+
 def test_latency_floors_raise_vertices_above_the_ds2_walk_and_invalidate_a_running_one_below():
     terms = LatencyTerms({"agg": 8}, slack_s=1.5, budget_s=math.inf, reasons=("latency: floors",))
     up = policy().propose_configuration(assessment(9_500.0), knowledge_with(FakeDag()), terms)
