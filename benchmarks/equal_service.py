@@ -56,6 +56,8 @@ def _main() -> int:
     parser.add_argument("--render-only", action="store_true", help="print the table of --out again")
     args = parser.parse_args()
     titles = {file: TRACE_TITLES[name] for name, file in TRACES.items()}
+    if args.render_only and args.config is not None:
+        parser.error("--render-only prints saved results: --config would not be read")
     if args.render_only:
         if args.out is None:
             parser.error("--render-only prints the file given with --out")

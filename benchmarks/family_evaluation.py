@@ -27,7 +27,7 @@ from forecasting.blas import limit_blas_threads  # noqa: E402  first: one BLAS t
 
 # isort: split
 
-from config.load import load_config  # noqa: E402
+from config.load import ConfigError, load_config  # noqa: E402
 from daemon.cli import with_config_errors  # noqa: E402
 from daemon.report import equal_service_section  # noqa: E402
 from daemon.suite import run_and_write, suite_table, suite_workloads  # noqa: E402
@@ -86,11 +86,15 @@ def _main() -> int:
     parser.add_argument("--config", type=Path, help="YAML config file: every run's other settings")
     parser.add_argument("--render-only", action="store_true")
     args = parser.parse_args()
+    if args.render_only and args.config is not None:
+        parser.error("--render-only prints saved tables: --config would not be read")
     if not args.render_only:
         policies = [p.strip() for p in args.policies.split(",") if p.strip()]
         run_and_write(
             load_config(args.config), suite_workloads("all"), policies, args.seeds, args.jobs, args.out
         )
+    if not (args.out / "suite.json").is_file():
+        raise ConfigError("--out", [f"--out {args.out}: no saved suite.json; run without --render-only"])
     saved = json.loads((args.out / "suite.json").read_text())
     print(sectioned(saved["rows"], saved["seeds"]))
     equal = args.out / "equal_service.json"

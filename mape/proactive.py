@@ -268,8 +268,7 @@ class ProactivePolicy:
         upper bound already guards the near term (the candidate must carry it until recovered)."""
         current = a.current_scaleout
         capacity = a.planned_capacity(scaleout)
-        above = np.flatnonzero(forecast > capacity)
-        valid_s = float(above[0]) if len(above) else float(len(forecast))
+        valid_s = carried_s(capacity, forecast)
         saved_ws = (current - scaleout) * valid_s
         rate = float(forecast[: max(1, math.ceil(valid_s))].mean())
 
@@ -282,8 +281,9 @@ class ProactivePolicy:
             return downtime_s * workers + replay_ws
 
         cost_ws = restart_ws("in", scaleout)
-        back = " and back out" if len(above) else ""
-        if len(above):
+        outgrown = valid_s < len(forecast)
+        back = " and back out" if outgrown else ""
+        if outgrown:
             cost_ws += restart_ws("out", current)
         why = (
             f"{scaleout}: saves {saved_ws:.0f} worker-s over {valid_s:.0f} s, a rescale in{back} costs "
@@ -366,6 +366,12 @@ def carried_rps(a: Assessment, seconds: float) -> float:
     """The load a configuration must carry over the next `seconds`: the window's average or the forecast's
     upper bound over them, whichever is higher."""
     return max(a.workload_avg_rps, forecast_peak(forecast_upper(a, planned_forecast(a)), seconds))
+
+
+def carried_s(capacity_rps: float, forecast: np.ndarray) -> float:
+    """Seconds until the per-second forecast first exceeds `capacity_rps` (its whole length if never)."""
+    above = np.flatnonzero(forecast > capacity_rps)
+    return float(above[0]) if len(above) else float(len(forecast))
 
 
 def forecast_peak(forecast: np.ndarray, seconds: float) -> float:

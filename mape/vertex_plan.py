@@ -54,8 +54,9 @@ Daedalus's recovery bound, every changed vertex in one rescale.
   never held, and are sized for the whole horizon's peak instead of the lookahead's, since the budget may
   keep them that long.
 - Rescale price (`rescale_price_ws`, off by default): what one rescale is worth avoiding, in
-  TaskManager-seconds. A scale-in waits while the TaskManagers it saves over the horizon are worth less
-  (``vertex-rescale-not-worth-it``); a scale-out is sized, among the forecast peaks of lookaheads one loop
+  TaskManager-seconds. A scale-in waits while what it saves (the TaskManagers it frees, or the subtasks it
+  sheds at `subtask_price`) over the horizon, or over the time the running configuration has stood if
+  longer, is worth less (``vertex-rescale-not-worth-it``); a scale-out is sized, among the forecast peaks of lookaheads one loop
   apart from the next decision's to the horizon's, for the one that costs least over the horizon: its
   TaskManagers while it carries the forecast, then the price and the horizon's configuration (a short
   rise is grown in steps, a long one in one). The rescale budget's hold works greedily (the first
@@ -84,7 +85,7 @@ from capacity.dag import DagModel
 from capacity.latency import seconds_over_target_after_pause
 from mape.knowledge import Knowledge
 from mape.plan import Proposal
-from mape.proactive import carried_rps, forecast_peak, planned_forecast
+from mape.proactive import carried_rps, carried_s, forecast_peak, planned_forecast
 from mape.vertex_knowledge import VertexKnowledge, vertex_knowledge
 from messages.types import Assessment, JobGraph
 from recovery.predict import predict_recovery_s
@@ -584,15 +585,15 @@ class VertexPolicy:
                     running, "latency-spacing", now, load, held, rules=dict.fromkeys(current, "keep-latency")
                 )
             saves = self._saves(running, chosen) and not catching_up
-            saved_ws = (self._tms(running) - self._tms(chosen)) * len(forecast)
+            saved_ws, over_s = self._scale_in_saving_ws(running, chosen, forecast, since)
             if saves and saved_ws < self.rescale_price_ws:
                 return proposal(
                     running,
                     "vertex-rescale-not-worth-it",
                     now,
                     load,
-                    f"candidate: {chosen.slots} slots saves {saved_ws:.0f} TaskManager-s over the horizon, "
-                    f"less than a rescale's price of {self.rescale_price_ws:.0f}",
+                    f"candidate: {chosen.slots} slots saves {saved_ws:.0f} TaskManager-s over {over_s:.0f} s, "
+                    f"less than a rescale's price of {self.rescale_price_ws:g}",
                     rules=dict.fromkeys(current, "keep-not-worth-it"),
                 )
             if saves:
@@ -710,35 +711,54 @@ class VertexPolicy:
                 return config, over_s
         return None
 
+    def _scale_in_saving_ws(
+        self, running: VertexConfiguration, chosen: VertexConfiguration, forecast: np.ndarray, since_s: float
+    ) -> tuple[float, float]:
+        """TaskManager-seconds a scale-in saves (the TaskManagers it frees, or the subtasks it sheds at their
+        price), and over how long: the horizon, or the time the running configuration has already stood if
+        longer (what lasted that long is taken to last as long again; over the horizon alone a scale-in of
+        one TaskManager would never be worth a price above the horizon's seconds)."""
+        shed = sum(running.parallelism.values()) - sum(chosen.parallelism.values())
+        saved = max(self._tms(running) - self._tms(chosen), shed * self.subtask_price)
+        over_s = max(float(len(forecast)), since_s if math.isfinite(since_s) else 0.0)
+        return saved * over_s, over_s
+
     def _priced_scale_out(
         self, known: tuple, average: float, forecast: np.ndarray, first: tuple[VertexConfiguration, str, str]
     ) -> tuple[VertexConfiguration, str, str]:
         """With a rescale price: among the scale-outs sized for the forecast peak of ever longer lookaheads
         (one loop apart, from the next decision's to the horizon's), the one that costs least over the
         horizon: its TaskManagers for as long as it carries the forecast, then the price of one more
-        rescale and the horizon's configuration for the rest. A rescale pauses the job for seconds, so
-        growing in steps is right for a short rise; a long one is cheaper in one step."""
-        if not math.isfinite(self.scale_out_lookahead_s):  # already sized for the horizon (a budget)
-            return first
+        rescale and the horizon's configuration for the rest (two steps: near the default 900 s horizon
+        the cheapest sequence of rescales; over hours it sizes the first step larger than that). A rescale
+        pauses the job for seconds, so growing in steps is right for a short rise; a long one is cheaper
+        in one step."""
         horizon_s = float(len(forecast))
+        if (
+            not math.isfinite(self.scale_out_lookahead_s)
+            or carried_s(first[0].capacity_rps, forecast) >= horizon_s
+        ):
+            return first  # already sized for the horizon (a budget), or it carries it anyway
         whole = self._candidate(*known, math.inf, average)
 
         def cost_ws(config: VertexConfiguration) -> float:
-            carried_s = min(_carried_s(config, forecast), horizon_s)
-            rest_ws = (
-                0.0
-                if carried_s >= horizon_s
-                else self.rescale_price_ws + self._tms(whole[0]) * (horizon_s - carried_s)
+            lasts_s = carried_s(config.capacity_rps, forecast)
+            if lasts_s >= horizon_s:
+                return self._tms(config) * horizon_s
+            return (
+                self._tms(config) * lasts_s
+                + self.rescale_price_ws
+                + self._tms(whole[0]) * (horizon_s - lasts_s)
             )
-            return self._tms(config) * carried_s + rest_ws
 
-        options, lookahead_s = [first], self.scale_out_lookahead_s
-        while lookahead_s + self.loop_interval_s < horizon_s:
-            lookahead_s += self.loop_interval_s
-            if forecast_peak(forecast, lookahead_s) > forecast_peak(
-                forecast, lookahead_s - self.loop_interval_s
-            ):
+        peaks = np.maximum.accumulate(forecast)  # the peak of the first k + 1 seconds
+        options, lookahead_s = [first], self.scale_out_lookahead_s + self.loop_interval_s
+        while lookahead_s < horizon_s:
+            if (
+                peaks[math.ceil(lookahead_s) - 1] > options[-1][0].capacity_rps
+            ):  # else the last one carries it
                 options.append(self._candidate(*known, lookahead_s, average))
+            lookahead_s += self.loop_interval_s
         options.append(whole)
         best = min(options, key=lambda option: cost_ws(option[0]))  # the first of equal cost: the smallest
         if best is first:
@@ -759,12 +779,6 @@ class VertexPolicy:
             return True
         shed = sum(running.parallelism.values()) - sum(chosen.parallelism.values())
         return self.subtask_price > 0 and shed * self.subtask_price >= 1.0
-
-
-def _carried_s(config: VertexConfiguration, forecast: np.ndarray) -> float:
-    """Seconds until the forecast first exceeds what `config` carries (the whole forecast when it never does)."""
-    above = np.flatnonzero(forecast > config.capacity_rps)
-    return float(above[0]) if len(above) else float(len(forecast))
 
 
 @dataclass

@@ -227,6 +227,12 @@ def test_the_equal_service_driver_runs_every_run_on_the_given_config(tmp_path):
     assert json.loads(out.read_text())["results"][0]["seeds"] == [7]
 
 
+def test_the_family_driver_renders_nothing_before_a_run_and_says_so_in_one_line(tmp_path):
+    done = run_driver("family_evaluation.py", "--out", str(tmp_path / "out"), "--render-only")
+    assert done.returncode == 2
+    assert "no saved suite.json; run without --render-only" in done.stderr and "Traceback" not in done.stderr
+
+
 def test_the_family_driver_refuses_a_broken_config_in_one_line(tmp_path):
     (tmp_path / "broken.yaml").write_text("scaling: [\n")
     done = run_driver(
