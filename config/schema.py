@@ -284,9 +284,9 @@ class ScalingConfig(Section):
         ge=0,
         description="foresail plan, vertex granularity: the TaskManager-seconds one rescale is worth "
         "avoiding (each pauses the job and restores its state). Above 0 a scale-in waits while the "
-        "TaskManagers it saves (or the subtasks it sheds at subtask_price) over the forecast horizon, or over "
-        "the time the running configuration has stood if longer, are worth less "
-        "(`vertex-rescale-not-worth-it`), and "
+        "TaskManagers it saves (or the subtasks it sheds at subtask_price) over the forecast horizon are worth "
+        "less (`vertex-rescale-not-worth-it`; a dead band: with 1,200 and a 900 s horizon a scale-in of one "
+        "TaskManager is never made), and "
         "a scale-out is sized for the forecast peak of the lookahead (from the next decision's to the "
         "horizon's) that costs least over the horizon, counting the rescale after it. 1,200 took issue 16's "
         "17 loads from 4.6 to 3.4 rescales an hour for 3% more workers (docs/evaluation/family.md). 0: "

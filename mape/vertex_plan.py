@@ -55,8 +55,8 @@ Daedalus's recovery bound, every changed vertex in one rescale.
   keep them that long.
 - Rescale price (`rescale_price_ws`, off by default): what one rescale is worth avoiding, in
   TaskManager-seconds. A scale-in waits while what it saves (the TaskManagers it frees, or the subtasks it
-  sheds at `subtask_price`) over the horizon, or over the time the running configuration has stood if
-  longer, is worth less (``vertex-rescale-not-worth-it``); a scale-out is sized, among the forecast peaks of lookaheads one loop
+  sheds at `subtask_price`) over the horizon is worth less (``vertex-rescale-not-worth-it``: a dead band
+  of price / horizon TaskManagers); a scale-out is sized, among the forecast peaks of lookaheads one loop
   apart from the next decision's to the horizon's, for the one that costs least over the horizon: its
   TaskManagers while it carries the forecast, then the price and the horizon's configuration (a short
   rise is grown in steps, a long one in one). The rescale budget's hold works greedily (the first
@@ -585,14 +585,14 @@ class VertexPolicy:
                     running, "latency-spacing", now, load, held, rules=dict.fromkeys(current, "keep-latency")
                 )
             saves = self._saves(running, chosen) and not catching_up
-            saved_ws, over_s = self._scale_in_saving_ws(running, chosen, forecast, since)
+            saved_ws = self._scale_in_saving_ws(running, chosen, forecast)
             if saves and saved_ws < self.rescale_price_ws:
                 return proposal(
                     running,
                     "vertex-rescale-not-worth-it",
                     now,
                     load,
-                    f"candidate: {chosen.slots} slots saves {saved_ws:.0f} TaskManager-s over {over_s:.0f} s, "
+                    f"candidate: {chosen.slots} slots saves {saved_ws:.0f} TaskManager-s over the horizon, "
                     f"less than a rescale's price of {self.rescale_price_ws:g}",
                     rules=dict.fromkeys(current, "keep-not-worth-it"),
                 )
@@ -712,16 +712,14 @@ class VertexPolicy:
         return None
 
     def _scale_in_saving_ws(
-        self, running: VertexConfiguration, chosen: VertexConfiguration, forecast: np.ndarray, since_s: float
-    ) -> tuple[float, float]:
-        """TaskManager-seconds a scale-in saves (the TaskManagers it frees, or the subtasks it sheds at their
-        price), and over how long: the horizon, or the time the running configuration has already stood if
-        longer (what lasted that long is taken to last as long again; over the horizon alone a scale-in of
-        one TaskManager would never be worth a price above the horizon's seconds)."""
+        self, running: VertexConfiguration, chosen: VertexConfiguration, forecast: np.ndarray
+    ) -> float:
+        """TaskManager-seconds a scale-in saves over the forecast horizon: the TaskManagers it frees, or the
+        subtasks it sheds at their price. Only the horizon counts (what the forecast knows), so a price
+        above the horizon's seconds is a dead band: scale-ins that free fewer than price / horizon
+        TaskManagers are not made (with 1,200 and 900 s, a single one), however long the surplus stands."""
         shed = sum(running.parallelism.values()) - sum(chosen.parallelism.values())
-        saved = max(self._tms(running) - self._tms(chosen), shed * self.subtask_price)
-        over_s = max(float(len(forecast)), since_s if math.isfinite(since_s) else 0.0)
-        return saved * over_s, over_s
+        return max(self._tms(running) - self._tms(chosen), shed * self.subtask_price) * len(forecast)
 
     def _priced_scale_out(
         self, known: tuple, average: float, forecast: np.ndarray, first: tuple[VertexConfiguration, str, str]

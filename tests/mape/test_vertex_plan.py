@@ -256,22 +256,18 @@ def test_with_a_rescale_price_a_scale_in_waits_until_it_saves_more_than_the_pric
     assert held.rule == "vertex-rescale-not-worth-it"
     assert held.vertex_parallelism == held.current_vertex_parallelism
     assert set(held.vertex_rules.values()) == {"keep-not-worth-it"}
-    assert "saves 1800 TaskManager-s over 900 s, less than a rescale's price of 1900" in " ".join(
+    assert "saves 1800 TaskManager-s over the horizon, less than a rescale's price of 1900" in " ".join(
         held.reasons
     )
-    # a scale-in that frees no TaskManager saves the subtasks it sheds at their price; over the horizon
-    # alone a saving below price / 900 s would never pay: what has stood longer counts longer
-    one = assessment(3_500.0)  # needs 1/4/2 where 2/4/4 runs: 4 slots either way
+    # a scale-in that frees no TaskManager saves the subtasks it sheds at their price (it was held for good)
+    one = assessment(3_500.0)  # needs 1/4/2 where 2/4/4 runs: 4 slots either way, 3 subtasks shed
     assert policy(rescale_price_ws=1.0).propose_configuration(one, knowledge).rule == "vertex-current-valid"
-    priced = {"subtask_price": 0.5, "rescale_price_ws": 1_500.0}  # 3 subtasks shed: 1.5 TaskManagers
-    recent = knowledge_with(FakeDag(), last_rescale_s=3_600.0 - 600.0)  # 1.5 × 900 s < 1,500
-    assert policy(**priced).propose_configuration(one, recent).rule == "vertex-rescale-not-worth-it"
-    stood = knowledge_with(FakeDag(), last_rescale_s=3_600.0 - 1_100.0)  # 1.5 × 1,100 s > 1,500
-    assert policy(**priced).propose_configuration(one, stood).vertex_parallelism == {
-        "src": 1,
-        "map": 4,
-        "agg": 2,
-    }
+    shed = {"subtask_price": 0.5}  # 1.5 TaskManagers: 1,350 TaskManager-s over the horizon
+    down = policy(**shed, rescale_price_ws=1_300.0).propose_configuration(one, knowledge)
+    assert down.vertex_parallelism == {"src": 1, "map": 4, "agg": 2}
+    assert policy(**shed, rescale_price_ws=1_400.0).propose_configuration(one, knowledge).rule == (
+        "vertex-rescale-not-worth-it"
+    )
 
 
 def test_with_a_rescale_price_a_scale_out_is_sized_for_the_rise_it_pays_to_carry_in_one_step():
