@@ -7,9 +7,10 @@ Usage: python benchmarks/equal_service.py [--traces sine,ysb,traffic|FILE,...|--
        [--config FILE] [--json]
        python benchmarks/equal_service.py --out FILE --render-only
 --config gives every run's other settings (e.g. `scaling.granularity: vertex`: foresail and every baseline
-on the adaptive scheduler's per-vertex path). --out keeps the results for the evaluation report (`decision_quality.py --report ... --render-only`; the
-load-shape family's, `--suite family --out docs/evaluation/family/equal_service.json`, for
-`family_evaluation.py`); --render-only prints the table of such a file again.
+on the adaptive scheduler's per-vertex path). --out keeps the results for the evaluation report
+(`decision_quality.py --report ... --render-only`; the load-shape family's, `--suite family --out
+docs/evaluation/family/equal_service.json`, for `family_evaluation.py`); --render-only prints the table of
+such a file again.
 """
 
 from __future__ import annotations
