@@ -585,7 +585,7 @@ class VertexPolicy:
                     running, "latency-spacing", now, load, held, rules=dict.fromkeys(current, "keep-latency")
                 )
             saves = self._saves(running, chosen) and not catching_up
-            saved_ws = self._scale_in_saving_ws(running, chosen, forecast)
+            saved_ws = self._scale_in_saving_ws(running, chosen, forecast) if saves else 0.0
             if saves and saved_ws < self.rescale_price_ws:
                 return proposal(
                     running,
@@ -718,8 +718,8 @@ class VertexPolicy:
         subtasks it sheds at their price. Only the horizon counts (what the forecast knows), so a price
         above the horizon's seconds is a dead band: scale-ins that free fewer than price / horizon
         TaskManagers are not made (with 1,200 and 900 s, a single one), however long the surplus stands."""
-        shed = sum(running.parallelism.values()) - sum(chosen.parallelism.values())
-        return max(self._tms(running) - self._tms(chosen), shed * self.subtask_price) * len(forecast)
+        freed = max(self._tms(running) - self._tms(chosen), _shed(running, chosen) * self.subtask_price)
+        return freed * len(forecast)
 
     def _priced_scale_out(
         self, known: tuple, average: float, forecast: np.ndarray, first: tuple[VertexConfiguration, str, str]
@@ -752,9 +752,8 @@ class VertexPolicy:
         peaks = np.maximum.accumulate(forecast)  # the peak of the first k + 1 seconds
         options, lookahead_s = [first], self.scale_out_lookahead_s + self.loop_interval_s
         while lookahead_s < horizon_s:
-            if (
-                peaks[math.ceil(lookahead_s) - 1] > options[-1][0].capacity_rps
-            ):  # else the last one carries it
+            carried_by_last = peaks[math.ceil(lookahead_s) - 1] <= options[-1][0].capacity_rps
+            if not carried_by_last:
                 options.append(self._candidate(*known, lookahead_s, average))
             lookahead_s += self.loop_interval_s
         options.append(whole)
@@ -775,8 +774,12 @@ class VertexPolicy:
         """Whether moving to `chosen` saves slots, or sheds subtasks worth a TaskManager at the price."""
         if chosen.slots < running.slots:
             return True
-        shed = sum(running.parallelism.values()) - sum(chosen.parallelism.values())
-        return self.subtask_price > 0 and shed * self.subtask_price >= 1.0
+        return self.subtask_price > 0 and _shed(running, chosen) * self.subtask_price >= 1.0
+
+
+def _shed(running: VertexConfiguration, chosen: VertexConfiguration) -> int:
+    """Subtasks a move from `running` to `chosen` removes over all vertices."""
+    return sum(running.parallelism.values()) - sum(chosen.parallelism.values())
 
 
 @dataclass
