@@ -110,5 +110,8 @@ class Testbed(Protocol):
         ...
 
     def run(self, phases: list[Phase]) -> list[PhaseReading]:
-        """Run the phases one after the other on the deployed job; one reading per phase."""
+        """Run the phases one after the other on the deployed job; one reading per phase. On a real
+        cluster a reading ends up to one metrics fetch after its boundary, so the next phase's first
+        records may count in it: a phase whose reading matters is last or followed by the same rate (the
+        last rate holds until the next run)."""
         ...

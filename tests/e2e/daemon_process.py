@@ -19,6 +19,7 @@ from tests.e2e.stack import REPO, wait_for
 class DaemonProcess:
     def __init__(self, config: dict, workdir: Path, name: str = "daemon") -> None:
         workdir.mkdir(parents=True, exist_ok=True)
+        self.config = config
         self.config_path = workdir / f"{name}.yaml"
         self.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
         self.log_path = workdir / f"{name}.stderr"
