@@ -288,7 +288,8 @@ class ScalingConfig(Section):
         "less (`vertex-rescale-not-worth-it`; a dead band: with 1,200 and a 900 s horizon a scale-in of one "
         "TaskManager is never made), and "
         "a scale-out is sized for the forecast peak of the lookahead (from the next decision's to the "
-        "horizon's) that costs least over the horizon, counting the rescale after it. 1,200 took issue 16's "
+        "horizon's) that starts the cheapest sequence of rescales over the horizon (each later one at this "
+        "price). 1,200 took issue 16's "
         "17 loads from 4.6 to 3.4 rescales an hour for 3% more workers (docs/evaluation/family.md). 0: "
         "every rescale that saves a slot is made.",
     )

@@ -725,47 +725,52 @@ class VertexPolicy:
         self, known: tuple, average: float, forecast: np.ndarray, first: tuple[VertexConfiguration, str, str]
     ) -> tuple[VertexConfiguration, str, str]:
         """With a rescale price: among the scale-outs sized for the forecast peak of ever longer lookaheads
-        (one loop apart, from the next decision's to the horizon's), the one that costs least over the
-        horizon: its TaskManagers for as long as it carries the forecast, then the price of one more
-        rescale and the horizon's configuration for the rest (two steps: near the default 900 s horizon
-        the cheapest sequence of rescales; over hours it sizes the first step larger than that). A rescale
-        pauses the job for seconds, so growing in steps is right for a short rise; a long one is cheaper
-        in one step."""
+        (one loop apart, from the next decision's to the horizon's), the first step of the cheapest
+        sequence of rescales over the horizon: each configuration costs its TaskManagers for as long as it
+        carries the forecast, and each rescale after the first the price. A rescale pauses the job for
+        seconds, so growing in steps is right for a short rise; a long one is cheaper in fewer, larger ones
+        (charging every remainder at the horizon's configuration, as before, sized the first step of a
+        rise over an hour at 17 TaskManagers where the cheapest sequence starts at 9)."""
         horizon_s = float(len(forecast))
         if (
             not math.isfinite(self.scale_out_lookahead_s)
             or carried_s(first[0].capacity_rps, forecast) >= horizon_s
         ):
             return first  # already sized for the horizon (a budget), or it carries it anyway
-        whole = self._candidate(*known, math.inf, average)
-
-        def cost_ws(config: VertexConfiguration) -> float:
-            lasts_s = carried_s(config.capacity_rps, forecast)
-            if lasts_s >= horizon_s:
-                return self._tms(config) * horizon_s
-            return (
-                self._tms(config) * lasts_s
-                + self.rescale_price_ws
-                + self._tms(whole[0]) * (horizon_s - lasts_s)
-            )
-
         peaks = np.maximum.accumulate(forecast)  # the peak of the first k + 1 seconds
         options, lookahead_s = [first], self.scale_out_lookahead_s + self.loop_interval_s
         while lookahead_s < horizon_s:
-            carried_by_last = peaks[math.ceil(lookahead_s) - 1] <= options[-1][0].capacity_rps
-            if not carried_by_last:
-                options.append(self._candidate(*known, lookahead_s, average))
+            if peaks[math.ceil(lookahead_s) - 1] > options[-1][0].capacity_rps:  # the last one falls short
+                option = self._candidate(*known, lookahead_s, average)
+                if option[0].parallelism == options[-1][0].parallelism:
+                    break  # at the largest configuration: every longer lookahead gets it too
+                options.append(option)
             lookahead_s += self.loop_interval_s
-        options.append(whole)
-        best = min(options, key=lambda option: cost_ws(option[0]))  # the first of equal cost: the smallest
-        if best is first:
+        options.append(self._candidate(*known, math.inf, average))
+        costs = self._sequence_costs_ws([o[0] for o in options], forecast)
+        best = min(range(len(options)), key=costs.__getitem__)  # the first of equal cost: the smallest
+        if best == 0:
             return first
-        config, rule, why = best
-        return (
-            config,
-            rule,
-            f"{why}; {cost_ws(config):.0f} TaskManager-s over the horizon with a rescale spared",
-        )
+        config, rule, why = options[best]
+        return config, rule, f"{why}; {costs[best]:.0f} TaskManager-s over the horizon, rescales included"
+
+    def _sequence_costs_ws(self, configs: list[VertexConfiguration], forecast: np.ndarray) -> list[float]:
+        """For each configuration taken now, the TaskManager-seconds of the cheapest sequence that follows
+        it over the horizon: each one runs until the forecast outgrows it (then the next step, at the
+        rescale price), the last until the horizon (or for good, if none carries further)."""
+        horizon_s = float(len(forecast))
+        lasts_s = [min(carried_s(c.capacity_rps, forecast), horizon_s) for c in configs]
+        tms = [self._tms(c) for c in configs]
+        after_ws = [0.0] * len(configs)  # the cheapest cost from when configuration i runs out
+        for i in sorted(range(len(configs)), key=lasts_s.__getitem__, reverse=True):
+            if lasts_s[i] >= horizon_s:
+                continue
+            later = [j for j in range(len(configs)) if lasts_s[j] > lasts_s[i]]
+            after_ws[i] = min(
+                (self.rescale_price_ws + tms[j] * (lasts_s[j] - lasts_s[i]) + after_ws[j] for j in later),
+                default=tms[i] * (horizon_s - lasts_s[i]),  # nothing carries further: it stays
+            )
+        return [tms[i] * lasts_s[i] + after_ws[i] for i in range(len(configs))]
 
     def _tms(self, config: VertexConfiguration) -> int:
         return taskmanagers_for(config.slots, self.slots_per_taskmanager)

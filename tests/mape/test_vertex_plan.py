@@ -284,13 +284,29 @@ def test_with_a_rescale_price_a_scale_out_is_sized_for_the_rise_it_pays_to_carry
         rising, knowledge
     )
     assert once.vertex_parallelism == {"src": 1, "map": 10, "agg": 5} and once.rule == "vertex-long-lived"
-    assert "9000 TaskManager-s over the horizon with a rescale spared" in " ".join(once.reasons)
+    assert "9000 TaskManager-s over the horizon, rescales included" in " ".join(once.reasons)
     # a rise that lasts 100 s of the horizon is not worth 10 TaskManagers from now on at the same price
     late = dataclasses.replace(rising, forecast_rps=np.repeat([4_500.0, 9_500.0], [800, 100]))
     stepped = policy(scale_out_lookahead_s=240.0, rescale_price_ws=3_100.0).propose_configuration(
         late, knowledge
     )
     assert stepped.vertex_parallelism == {"src": 1, "map": 5, "agg": 3}
+
+
+def test_with_a_rescale_price_a_long_rise_starts_with_the_first_step_of_the_cheapest_sequence():
+    """4,500 rps rising to 30,000 over an hour at a price of 1,200: charging everything after the first
+    step at the horizon's configuration took 17 TaskManagers now (80,754 TaskManager-s with the steps
+    after it); the cheapest sequence over the same candidates starts at 9 (75,810: 9, 13, 17, 21, 25 and
+    30; an exhaustive search over them, written apart from the plan, found both). Over 900 s to 9,500 both
+    rules take 7 TaskManagers, then 10."""
+    knowledge = knowledge_with(FakeDag())
+    priced = VertexPolicy(1, 64, 600.0, 60.0, scale_out_lookahead_s=240.0, rescale_price_ws=1_200.0)
+    hour = dataclasses.replace(assessment(4_500.0), forecast_rps=np.linspace(4_500.0, 30_000.0, 3_600))
+    long_rise = priced.propose_configuration(hour, knowledge)
+    assert long_rise.scaleout == 9
+    assert "75810 TaskManager-s over the horizon, rescales included" in " ".join(long_rise.reasons)
+    short = dataclasses.replace(assessment(4_500.0), forecast_rps=np.linspace(4_500.0, 9_500.0, 900))
+    assert priced.propose_configuration(short, knowledge).scaleout == 7
 
 
 def test_latency_floors_raise_vertices_above_the_ds2_walk_and_invalidate_a_running_one_below():
