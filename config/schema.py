@@ -290,7 +290,7 @@ class ScalingConfig(Section):
         "a scale-out is sized for the forecast peak of the lookahead (from the next decision's to the "
         "horizon's) that starts the cheapest sequence of rescales over the horizon (each later one at this "
         "price). 1,200 took issue 16's "
-        "17 loads from 4.6 to 3.4 rescales an hour for 3% more workers (docs/evaluation/family.md). 0: "
+        "17 loads from 4.6 to 3.6 rescales an hour for 3% more workers (3 seeds, docs/evaluation/family.md). 0: "
         "every rescale that saves a slot is made.",
     )
 
