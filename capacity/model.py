@@ -359,11 +359,13 @@ class CapacityModel:
     def _remember(
         self, scaleout: int, capacity_rps: float, now_s: float, hottest_cpu: float, method: str
     ) -> tuple[float, str]:
-        """Keep the estimate as knowledge; at low load, lines extrapolate far and knowledge wins.
+        """Keep the estimate as knowledge; at low load, lines extrapolate far and knowledge wins. A
+        saturated job's throughput is its capacity measured, at any CPU (a sink waiting on a store
+        saturates at 30%: its first windows, still rising, were remembered for good).
 
         Returns the capacity to use for the current scale-out and how it was obtained.
         """
-        reliable = hottest_cpu >= self.settings.estimate_min_cpu
+        reliable = method == "saturated" or hottest_cpu >= self.settings.estimate_min_cpu
         seen = self.observed.get(scaleout)
         if seen is not None and seen.reliable and not reliable:
             return seen.capacity_rps, "remembered-low-load"
