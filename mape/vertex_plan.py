@@ -765,9 +765,12 @@ class VertexPolicy:
         for i in sorted(range(len(configs)), key=lasts_s.__getitem__, reverse=True):
             if lasts_s[i] >= horizon_s:
                 continue
-            later = [j for j in range(len(configs)) if lasts_s[j] > lasts_s[i]]
             after_ws[i] = min(
-                (self.rescale_price_ws + tms[j] * (lasts_s[j] - lasts_s[i]) + after_ws[j] for j in later),
+                (
+                    self.rescale_price_ws + tms[j] * (lasts_s[j] - lasts_s[i]) + after_ws[j]
+                    for j in range(len(configs))
+                    if lasts_s[j] > lasts_s[i]  # computed already: the loop goes from the longest-lasting
+                ),
                 default=tms[i] * (horizon_s - lasts_s[i]),  # nothing carries further: it stays
             )
         return [tms[i] * lasts_s[i] + after_ws[i] for i in range(len(configs))]
