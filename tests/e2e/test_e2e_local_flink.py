@@ -205,11 +205,12 @@ def test_a_load_step_between_iterations_is_met_by_the_surge_watch_before_the_nex
     assert decided["time_s"] - calm["time_s"] < SURGE_LOOP_S
     assert target >= 2
     # the resumed daemon's first iteration came at its first look, well before its first loop
-    looked = [e for e in resumed.snapshot() if e.get("event") == "first-look"]
+    events = resumed.snapshot()
+    looked = [e for e in events if e.get("event") == "first-look"]
     assert looked, resumed.audit_path
     assert 0 <= first["time_s"] - looked[0]["time_s"] < 5, (looked[0], first["time_s"])
     # from the daemon's start, not the process's: its imports took 17 s of a CI run beside other work
-    (started,) = [e for e in resumed.snapshot() if e.get("event") == "daemon-started"]
+    (started,) = [e for e in events if e.get("event") == "daemon-started"]
     first_look_s = first["time_s"] - datetime.fromisoformat(started["timestamp"]).timestamp()
     assert first_look_s < SURGE_LOOP_S / 2, first_look_s
     record_figures("local-flink-surge", {"step_to_decision_s": round(react_s, 1), "scaleout_target": target,
