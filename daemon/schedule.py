@@ -6,6 +6,7 @@ driver returns.
 
 from __future__ import annotations
 
+import logging
 import math
 import signal
 import threading
@@ -124,6 +125,11 @@ def run_scheduled(
             if max_iterations is not None and count >= max_iterations:
                 stop.set()
 
+    # A run skipped because the previous one still runs is this design ("never two at once"), yet
+    # apscheduler warns of each on stderr: the watch skips whenever it waits on an iteration, and with
+    # --speedup that flooded a test's stderr pipe until the daemon blocked writing to it (CI hung).
+    # Its errors stay.
+    logging.getLogger("apscheduler.scheduler").setLevel(logging.ERROR)
     scheduler = BackgroundScheduler(timezone="UTC")
     scheduler.add_job(
         job,

@@ -8,6 +8,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -16,31 +17,48 @@ from mape.knowledge_store import KnowledgeStore
 
 
 def _start(tmp_path: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "daemon.cli", "run", "--knowledge", str(tmp_path / "k.sqlite"), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
-    )
+    """The daemon with its audit log on a pipe and stderr in a file: a stderr pipe nobody reads fills up
+    and blocks the daemon (CI hung here while apscheduler warned of every skipped run)."""
+    with open(tmp_path / "stderr.txt", "a") as stderr:
+        return subprocess.Popen(
+            [sys.executable, "-m", "daemon.cli", "run", "--knowledge", str(tmp_path / "k.sqlite"), *args],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        )
 
 
-def _events(process: subprocess.Popen, until_iteration: int) -> list[dict]:
-    """Read audit events until the given iteration has been logged (it was persisted before)."""
+def _stderr(tmp_path: Path) -> str:
+    return (tmp_path / "stderr.txt").read_text()[-2000:]
+
+
+def _events(
+    process: subprocess.Popen, tmp_path: Path, until_iteration: int, deadline_s: float = 120
+) -> list[dict]:
+    """Read audit events until the given iteration has been logged (it was persisted before); a daemon
+    silent past the deadline is killed, which ends the read and fails the test instead of hanging it."""
     events = []
-    for line in process.stdout:
-        event = json.loads(line)
-        events.append(event)
-        if event["event"] == "iteration" and event["iteration"] >= until_iteration:
-            return events
-    raise AssertionError(f"daemon ended before iteration {until_iteration}: {process.stderr.read()}")
+    watchdog = threading.Timer(deadline_s, process.kill)
+    watchdog.start()
+    try:
+        for line in process.stdout:
+            event = json.loads(line)
+            events.append(event)
+            if event["event"] == "iteration" and event["iteration"] >= until_iteration:
+                return events
+    finally:
+        watchdog.cancel()
+    raise AssertionError(
+        f"daemon ended or fell silent before iteration {until_iteration}: {_stderr(tmp_path)}"
+    )
 
 
 def test_run_prints_one_audit_event_per_iteration_and_resumes(tmp_path: Path):
     first = _start(tmp_path, "--iterations", "5")
-    out, err = first.communicate(timeout=120)
-    assert first.returncode == 0, err
+    out, _ = first.communicate(timeout=120)
+    assert first.returncode == 0, _stderr(tmp_path)
     events = [json.loads(line) for line in out.splitlines()]
     iterations = [e for e in events if e["event"] == "iteration"]
     assert [e["iteration"] for e in iterations] == [1, 2, 3, 4, 5]
@@ -48,8 +66,8 @@ def test_run_prints_one_audit_event_per_iteration_and_resumes(tmp_path: Path):
     assert events[-1]["event"] == "daemon-stopped"
 
     second = _start(tmp_path, "--iterations", "2")
-    out, err = second.communicate(timeout=120)
-    assert second.returncode == 0, err
+    out, _ = second.communicate(timeout=120)
+    assert second.returncode == 0, _stderr(tmp_path)
     events = [json.loads(line) for line in out.splitlines()]
     assert events[0]["resumed_iteration"] == 5
     assert [e["iteration"] for e in events if e["event"] == "iteration"] == [6, 7]
@@ -62,10 +80,10 @@ def test_run_prints_one_audit_event_per_iteration_and_resumes(tmp_path: Path):
 def test_sigterm_finishes_the_iteration_persists_and_exits_0(tmp_path: Path):
     # speedup > 0 drives the loop with apscheduler: one 60 s iteration every 0.1 s of wall time
     process = _start(tmp_path, "--speedup", "600")
-    _events(process, until_iteration=4)
+    _events(process, tmp_path, until_iteration=4)
     process.send_signal(signal.SIGTERM)
-    out, err = process.communicate(timeout=60)
-    assert process.returncode == 0, err
+    out, _ = process.communicate(timeout=60)
+    assert process.returncode == 0, _stderr(tmp_path)
     tail = [json.loads(line) for line in out.splitlines()]
     stopped = tail[-1]
     assert stopped["event"] == "daemon-stopped"
@@ -84,7 +102,7 @@ def test_kill_9_at_any_moment_loses_nothing_learned(tmp_path: Path, kill_after: 
     previous_iteration = 0
     for target in kill_after:
         process = _start(tmp_path, "--speedup", "3000")
-        events = _events(process, until_iteration=target)
+        events = _events(process, tmp_path, until_iteration=target)
         process.kill()  # SIGKILL: no handler runs, possibly in the middle of the next transaction
         process.wait(timeout=30)
         started = events[0]
