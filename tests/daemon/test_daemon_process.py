@@ -38,7 +38,8 @@ def _events(
     process: subprocess.Popen, tmp_path: Path, until_iteration: int, deadline_s: float = 120
 ) -> list[dict]:
     """Read audit events until the given iteration has been logged (it was persisted before); a daemon
-    silent past the deadline is killed, which ends the read and fails the test instead of hanging it."""
+    that has not logged it within the deadline is killed, which ends the read and fails the test instead
+    of hanging it, and so is one whose output breaks the read."""
     events = []
     watchdog = threading.Timer(deadline_s, process.kill)
     watchdog.start()
@@ -48,6 +49,9 @@ def _events(
             events.append(event)
             if event["event"] == "iteration" and event["iteration"] >= until_iteration:
                 return events
+    except BaseException:
+        process.kill()
+        raise
     finally:
         watchdog.cancel()
     raise AssertionError(

@@ -41,14 +41,26 @@ def _until(condition, timeout_s: float, what: str):
 
 
 def _start(args: list[str], cwd: Path) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "daemon.cli", *args],
-        cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    """The daemon with its stderr in a file: a pipe read only at the end could fill and block it."""
+    with open(cwd / "stderr.txt", "a") as stderr:
+        return subprocess.Popen(
+            [sys.executable, "-m", "daemon.cli", *args],
+            cwd=cwd,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+
+
+def _stop(process: subprocess.Popen, cwd: Path) -> None:
+    """SIGTERM, and the daemon exits 0 within a minute; killed if not, so no test leaves it running."""
+    process.send_signal(signal.SIGTERM)
+    try:
+        code = process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise
+    assert code == 0, (cwd / "stderr.txt").read_text()[-2000:]
 
 
 def _config_with_port(tmp_path: Path, port: int) -> Path:
@@ -72,8 +84,7 @@ def test_the_default_command_passes_the_healthcheck(tmp_path: Path):
         _until(lambda: _status(f"http://127.0.0.1:{port}{healthcheck.group(2)}") == 200, 60, "/healthz 200")
         assert process.poll() is None  # a daemon: it keeps running
     finally:
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=60) == 0, process.stderr.read()
+        _stop(process, tmp_path)
 
 
 def test_the_twin_on_wall_time_turns_ready_after_its_first_iteration(tmp_path: Path):
@@ -87,5 +98,4 @@ def test_the_twin_on_wall_time_turns_ready_after_its_first_iteration(tmp_path: P
             "foresail_iterations_total" in metrics and "foresail_last_iteration_timestamp_seconds" in metrics
         )
     finally:
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=60) == 0, process.stderr.read()
+        _stop(process, tmp_path)
