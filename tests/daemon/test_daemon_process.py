@@ -3,35 +3,20 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
 
 from mape.knowledge_store import KnowledgeStore
+from tests.daemon.daemon_cli import start_daemon, stderr_of
 
 
 def _start(tmp_path: Path, *args: str) -> subprocess.Popen:
-    """The daemon with its audit log on a pipe and stderr in a file: a stderr pipe nobody reads fills up
-    and blocks the daemon (CI hung here while apscheduler warned of every skipped run)."""
-    with open(tmp_path / "stderr.txt", "a") as stderr:
-        return subprocess.Popen(
-            [sys.executable, "-m", "daemon.cli", "run", "--knowledge", str(tmp_path / "k.sqlite"), *args],
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-            cwd=tmp_path,
-            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
-        )
-
-
-def _stderr(tmp_path: Path) -> str:
-    return (tmp_path / "stderr.txt").read_text()[-2000:]
+    return start_daemon(["run", "--knowledge", str(tmp_path / "k.sqlite"), *args], tmp_path, subprocess.PIPE)
 
 
 def _events(
@@ -55,14 +40,14 @@ def _events(
     finally:
         watchdog.cancel()
     raise AssertionError(
-        f"daemon ended or fell silent before iteration {until_iteration}: {_stderr(tmp_path)}"
+        f"daemon ended or fell silent before iteration {until_iteration}: {stderr_of(tmp_path)}"
     )
 
 
 def test_run_prints_one_audit_event_per_iteration_and_resumes(tmp_path: Path):
     first = _start(tmp_path, "--iterations", "5")
     out, _ = first.communicate(timeout=120)
-    assert first.returncode == 0, _stderr(tmp_path)
+    assert first.returncode == 0, stderr_of(tmp_path)
     events = [json.loads(line) for line in out.splitlines()]
     iterations = [e for e in events if e["event"] == "iteration"]
     assert [e["iteration"] for e in iterations] == [1, 2, 3, 4, 5]
@@ -71,7 +56,7 @@ def test_run_prints_one_audit_event_per_iteration_and_resumes(tmp_path: Path):
 
     second = _start(tmp_path, "--iterations", "2")
     out, _ = second.communicate(timeout=120)
-    assert second.returncode == 0, _stderr(tmp_path)
+    assert second.returncode == 0, stderr_of(tmp_path)
     events = [json.loads(line) for line in out.splitlines()]
     assert events[0]["resumed_iteration"] == 5
     assert [e["iteration"] for e in events if e["event"] == "iteration"] == [6, 7]
@@ -87,7 +72,7 @@ def test_sigterm_finishes_the_iteration_persists_and_exits_0(tmp_path: Path):
     _events(process, tmp_path, until_iteration=4)
     process.send_signal(signal.SIGTERM)
     out, _ = process.communicate(timeout=60)
-    assert process.returncode == 0, _stderr(tmp_path)
+    assert process.returncode == 0, stderr_of(tmp_path)
     tail = [json.loads(line) for line in out.splitlines()]
     stopped = tail[-1]
     assert stopped["event"] == "daemon-stopped"
@@ -98,7 +83,7 @@ def test_sigterm_finishes_the_iteration_persists_and_exits_0(tmp_path: Path):
         >= max(logged)
     )
     # a watch run skipped while an iteration holds the lock is the design, not a warning per skip
-    assert "skipped" not in (tmp_path / "stderr.txt").read_text()
+    assert "skipped" not in stderr_of(tmp_path)
 
 
 @pytest.mark.parametrize("kill_after", [[3, 9, 20]])

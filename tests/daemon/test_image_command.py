@@ -4,11 +4,9 @@ process here, on a free port instead of 9464, and probed like Docker would."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -17,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from tests.conftest import REPO
+from tests.daemon.daemon_cli import start_daemon, stderr_of
 from tests.e2e.stack import free_port
 
 
@@ -40,18 +39,6 @@ def _until(condition, timeout_s: float, what: str):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def _start(args: list[str], cwd: Path) -> subprocess.Popen:
-    """The daemon with its stderr in a file: a pipe read only at the end could fill and block it."""
-    with open(cwd / "stderr.txt", "a") as stderr:
-        return subprocess.Popen(
-            [sys.executable, "-m", "daemon.cli", *args],
-            cwd=cwd,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
-
-
 def _stop(process: subprocess.Popen, cwd: Path) -> None:
     """SIGTERM, and the daemon exits 0 within a minute; killed if not, so no test leaves it running."""
     process.send_signal(signal.SIGTERM)
@@ -60,7 +47,7 @@ def _stop(process: subprocess.Popen, cwd: Path) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         raise
-    assert code == 0, (cwd / "stderr.txt").read_text()[-2000:]
+    assert code == 0, stderr_of(cwd)
 
 
 def _config_with_port(tmp_path: Path, port: int) -> Path:
@@ -79,7 +66,7 @@ def test_the_default_command_passes_the_healthcheck(tmp_path: Path):
     assert int(healthcheck.group(1)) == example["server"]["port"]  # the port the check probes is served
     port = free_port()
     args = [str(_config_with_port(tmp_path, port)) if a.endswith("example.yaml") else a for a in command]
-    process = _start(args, tmp_path)
+    process = start_daemon(args, tmp_path)
     try:
         _until(lambda: _status(f"http://127.0.0.1:{port}{healthcheck.group(2)}") == 200, 60, "/healthz 200")
         assert process.poll() is None  # a daemon: it keeps running
@@ -90,7 +77,7 @@ def test_the_default_command_passes_the_healthcheck(tmp_path: Path):
 def test_the_twin_on_wall_time_turns_ready_after_its_first_iteration(tmp_path: Path):
     port = free_port()
     config = _config_with_port(tmp_path, port)
-    process = _start(["run", "--config", str(config), "--speedup", "600"], tmp_path)
+    process = start_daemon(["run", "--config", str(config), "--speedup", "600"], tmp_path)
     try:
         _until(lambda: _status(f"http://127.0.0.1:{port}/readyz") == 200, 60, "/readyz 200")
         metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
