@@ -152,17 +152,24 @@ def test_the_bottleneck_vertex_alone_is_raised_through_rest_and_lowered_when_the
         )
         wait_for(lambda: len(flink.cluster.taskmanagers()) == 1, 120, "the free TaskManager stopped")
         down = wait_for(
-            lambda: [c for r in loop.snapshot() if r.observation for c in r.observation.completed_rescales][
-                1:
-            ],
+            lambda: next((c for c in _completed(loop) if c.requested_s >= lowered.time_s), None),
             60,
             "the scale-down's completed rescale",
-        )[0]
-    knowledge = KnowledgeStore(config["knowledge"]["path"]).load()
-    assert [round(r.downtime_s, 3) for r in knowledge.rescales] == [
-        round(up.downtime_s, 3),
-        round(down.downtime_s, 3),
+        )
+    # CI once saw a third rescale (the test then took the second for the scale-down and did not say what the
+    # third was): on a busy machine the high load may take a second scale-out before it falls, which is
+    # allowed; once lowered at the low load, nothing may change again (a failure names the rules)
+    again = [
+        (r.decision.rule, r.decision.reasons)
+        for r in loop.snapshot()
+        if r.executed and r.time_s > lowered.time_s
     ]
+    assert not again, again
+    assert set(down.vertex_parallelism.values()) == {1}
+    knowledge = KnowledgeStore(config["knowledge"]["path"]).load()
+    observed = _completed(loop)  # the loop has stopped: every rescale it saw finish, kept across a reload
+    assert observed[0] == up and observed[-1] == down
+    assert [round(r.downtime_s, 3) for r in knowledge.rescales] == [round(r.downtime_s, 3) for r in observed]
     # the TaskManager stopped had no task left: once the JobManager has dropped it, the job still runs
     # from the scale-down's restart, not from a later one
     wait_for(lambda: flink.rest.taskmanager_count() == 1, 60, "the stopped TaskManager deregistered")
@@ -183,6 +190,11 @@ def test_the_bottleneck_vertex_alone_is_raised_through_rest_and_lowered_when_the
             "machine_load_1m": round(os.getloadavg()[0], 2),
         },
     )
+
+
+def _completed(loop) -> list:
+    """Every rescale the loop's observations reported finished, in order."""
+    return [c for r in loop.snapshot() if r.observation for c in r.observation.completed_rescales]
 
 
 def decision_id(decision, names: dict[str, str], name: str) -> str:
