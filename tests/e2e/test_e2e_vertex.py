@@ -131,12 +131,7 @@ def test_the_bottleneck_vertex_alone_is_raised_through_rest_and_lowered_when_the
         at_two = wait_for(lambda: _running(flink).get(STORE) == 2 and _running(flink), 120, "the sink at 2")
         assert at_two == {SOURCE: 1, "parse": 1, "burn": 2, STORE: 2}
         assert len(flink.cluster.taskmanagers()) == 2
-        completed = wait_for(
-            lambda: next((r.observation.completed_rescales for r in loop.snapshot() if r.observation and
-                          r.observation.completed_rescales), None),
-            60,
-            "the completed rescale in an observation",
-        )  # fmt: skip
+        completed = wait_for(loop.completed, 60, "the completed rescale in an observation")
         up = completed[0]
         up_restart_s = up.finished_s - flink.rest.scheduled_s(flink.rest.live_job_id())
         assert up.granularity == "vertex" and up.vertex_parallelism[decision_id(decision, names, STORE)] == 2
@@ -152,7 +147,7 @@ def test_the_bottleneck_vertex_alone_is_raised_through_rest_and_lowered_when_the
         )
         wait_for(lambda: len(flink.cluster.taskmanagers()) == 1, 120, "the free TaskManager stopped")
         down = wait_for(
-            lambda: next((c for c in _completed(loop) if c.requested_s >= lowered.time_s), None),
+            lambda: next((c for c in loop.completed() if c.requested_s >= lowered.time_s), None),
             60,
             "the scale-down's completed rescale",
         )
@@ -167,7 +162,7 @@ def test_the_bottleneck_vertex_alone_is_raised_through_rest_and_lowered_when_the
     assert not again, again
     assert set(down.vertex_parallelism.values()) == {1}
     knowledge = KnowledgeStore(config["knowledge"]["path"]).load()
-    observed = _completed(loop)  # the loop has stopped: every rescale it saw finish, kept across a reload
+    observed = loop.completed()  # the loop has stopped: every rescale it saw finish, kept across a reload
     assert observed[0] == up and observed[-1] == down
     assert [round(r.downtime_s, 3) for r in knowledge.rescales] == [round(r.downtime_s, 3) for r in observed]
     # the TaskManager stopped had no task left: once the JobManager has dropped it, the job still runs
@@ -190,11 +185,6 @@ def test_the_bottleneck_vertex_alone_is_raised_through_rest_and_lowered_when_the
             "machine_load_1m": round(os.getloadavg()[0], 2),
         },
     )
-
-
-def _completed(loop) -> list:
-    """Every rescale the loop's observations reported finished, in order."""
-    return [c for r in loop.snapshot() if r.observation for c in r.observation.completed_rescales]
 
 
 def decision_id(decision, names: dict[str, str], name: str) -> str:

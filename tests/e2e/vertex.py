@@ -16,6 +16,7 @@ from config.load import load_config
 from daemon.build import knowledge_settings, make_loop
 from mape.knowledge_store import KnowledgeStore
 from mape.loop import IterationResult, MapeLoop
+from messages.types import CompletedRescale
 from tests.e2e.dag import DAG_FLINK_CONF
 from tests.e2e.stack import FlinkStack
 
@@ -59,6 +60,10 @@ class VertexLoop:
     def snapshot(self) -> list[IterationResult]:
         with self._lock:
             return list(self.results)
+
+    def completed(self) -> list[CompletedRescale]:
+        """Every rescale the loop's observations reported finished, in order."""
+        return [c for r in self.snapshot() if r.observation for c in r.observation.completed_rescales]
 
     def executed(self, action: str) -> IterationResult | None:
         """The first iteration that applied a per-vertex decision of this action (scale_out: some vertex
